@@ -1,0 +1,1 @@
+"""A Django site and a Flask app serving the same MCP servers; ``python -m example_project``."""

@@ -1,0 +1,89 @@
+"""Django settings of the example site (``python -m example_project serve --framework django``)."""
+
+from __future__ import annotations
+
+import os
+
+from example_project.settings_common import DATA_DIR, SECRET_KEY, database_url, parse_database_url
+
+DEBUG = os.environ.get("MCP_EXAMPLE_DEBUG", "1") == "1"
+ALLOWED_HOSTS = ["localhost", "127.0.0.1", "[::1]"]
+ROOT_URLCONF = "example_project.django_site.urls"
+WSGI_APPLICATION = "example_project.django_site.wsgi.application"
+if os.environ.get("MCP_EXAMPLE_ASGI") == "1":
+    ASGI_APPLICATION = "example_project.django_site.asgi.application"
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "mcp_django",
+]
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+_db = parse_database_url(database_url())
+if _db["engine"] == "sqlite":
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": _db["name"],
+            # Several worker processes write to one file: wait for the lock instead of failing.
+            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
+        }
+    }
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": _db["name"],
+            "USER": _db["user"],
+            "PASSWORD": _db["password"],
+            "HOST": _db["host"],
+            "PORT": _db["port"],
+            "CONN_MAX_AGE": 60,
+        }
+    }
+
+STATIC_URL = "static/"
+USE_TZ = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+MCP = {
+    "SERVER": "example_project.servers.demo.mcp",
+    "STREAM_HOLD_SECONDS": float(os.environ.get("MCP_EXAMPLE_STREAM_HOLD", "25")),
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {
+        "mcp_common": {"handlers": ["console"], "level": os.environ.get("MCP_EXAMPLE_LOG_LEVEL", "WARNING")},
+        "mcp_django": {"handlers": ["console"], "level": os.environ.get("MCP_EXAMPLE_LOG_LEVEL", "WARNING")},
+    },
+}

@@ -1,0 +1,41 @@
+"""Every use of a private name of the MCP SDK lives here, and only here.
+
+``tests/core/test_sdk_contract.py`` fails loudly when the SDK moves one of them; the dependency
+is bounded below the next minor release for the same reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server.lowlevel.server import Server
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+
+
+def lowlevel_server(server: Any) -> Server[Any]:
+    """The low-level ``Server`` that ``serve_one`` drives, from an ``MCPServer`` or itself."""
+    if isinstance(server, Server):
+        return server
+    inner = getattr(server, "_lowlevel_server", None)
+    if not isinstance(inner, Server):
+        raise TypeError(
+            f"expected an mcp.server.MCPServer or a low-level mcp Server, got {type(server).__name__}"
+        )
+    return inner
+
+
+def install_request_state_security(server: Any, security: RequestStateSecurity) -> None:
+    """Replace the server's request-state boundary with one under ``security``.
+
+    ``MCPServer`` installs a boundary under a per-process ephemeral key when it is built; state
+    sealed by one worker would be rejected by every other. The boundary keeps its place in the
+    middleware chain (it must run before anything that reads ``requestState``).
+    """
+    lowlevel = lowlevel_server(server)
+    boundary = RequestStateBoundary(security, default_audience=lowlevel.name)
+    chain = lowlevel.middleware
+    for index, middleware in enumerate(chain):
+        if isinstance(middleware, RequestStateBoundary):
+            chain[index] = boundary
+            return
+    chain.insert(0, boundary)

@@ -1,0 +1,71 @@
+"""The one frozen configuration object the core reads.
+
+Adapters build it once (Django from ``settings.MCP``, Flask from ``MCP_*`` keys) and hand it
+to :class:`mcp_common.endpoint.MCPEndpoint`; the core never reads framework settings itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class MCPConfig:
+    """Everything the request pipeline needs to know about its deployment."""
+
+    allowed_hosts: tuple[str, ...] = ()
+    """Host header values accepted (DNS-rebinding protection). ``"*"`` accepts any; a leading dot
+    matches a domain and its subdomains (Django's ``ALLOWED_HOSTS`` syntax); ``host:*`` any port.
+    Empty means: only loopback names."""
+
+    allowed_origins: tuple[str, ...] = ()
+    """Origin header values accepted besides the request's own host. ``"*"`` accepts any."""
+
+    max_body_size: int = 4 * 1024 * 1024
+    """Largest request body accepted, in bytes; larger ones get HTTP 413."""
+
+    secret_keys: tuple[str, ...] = ()
+    """The application's secret key followed by its rotation fallbacks. Request-state keys are
+    derived from these so that state minted by one worker is accepted by every other."""
+
+    session_ttl: float = 24 * 3600
+    """Seconds a legacy session may stay idle before it is treated as ended."""
+
+    request_timeout: float = 600.0
+    """Seconds a tool waits for the client's answer to a server-to-client request. An
+    elicitation that times out ends as ``cancel``; other requests fail with an error."""
+
+    sse_retry_ms: int = 1000
+    """The ``retry:`` hint (milliseconds) sent in priming events."""
+
+    stream_hold_seconds: float = 25.0
+    """How long an idle SSE stream (GET, or a resumed call stream) is held open before the
+    server closes it; the client reconnects with ``Last-Event-ID`` and loses nothing."""
+
+    poll_interval: float = 0.1
+    """Seconds between database polls when an answer or event may come from another process."""
+
+    json_response: bool = False
+    """Answer every request with JSON, never SSE (loses mid-call server-to-client requests)."""
+
+    extra: dict[str, object] = field(default_factory=dict, compare=False)
+
+    def request_state_keys(self) -> list[bytes]:
+        """Request-state sealing keys derived from the secret keys, the current one first."""
+        return [derive_key(secret, "request-state") for secret in self.secret_keys]
+
+
+def derive_key(secret: str, purpose: str) -> bytes:
+    """A 32-byte key for ``purpose`` derived from an application secret.
+
+    Deriving (rather than using ``SECRET_KEY`` directly) keeps request-state keys independent
+    from the framework's own signing keys.
+    """
+    return hashlib.sha256(f"mcp-django-flask/{purpose}/".encode() + secret.encode()).digest()
+
+
+def secret_chain(secret: str | None, fallbacks: Sequence[str] = ()) -> tuple[str, ...]:
+    """The secret followed by its fallbacks, empties dropped."""
+    return tuple(s for s in (secret, *fallbacks) if s)

@@ -1,0 +1,182 @@
+"""``MCPEndpoint``: one MCP server served at one URL, whatever framework receives the request.
+
+An adapter turns its framework's request into an :class:`~mcp_common.http.HTTPRequest`, calls
+:meth:`MCPEndpoint.handle` (sync views) or :meth:`MCPEndpoint.handle_async` (async views) and
+turns the :class:`~mcp_common.http.HTTPResponse` back. Routing between the protocol eras
+follows the SDK: an ``MCP-Protocol-Version`` header that is absent or names a handshake-era
+version goes to the legacy session protocol, anything else to the 2026-07-28 checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import functools
+import logging
+import os
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, TypeVar
+
+from mcp.server.request_state import RequestStateSecurity
+from mcp_types import INTERNAL_ERROR
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+from mcp_common import _sdk
+from mcp_common.config import MCPConfig
+from mcp_common.http import HTTPRequest, HTTPResponse
+from mcp_common.jsonrpc import error_response
+from mcp_common.legacy import LegacyProtocol
+from mcp_common.loop import LoopRunner
+from mcp_common.modern import handle_modern
+from mcp_common.security import check_request
+from mcp_common.store import SessionStore
+
+logger = logging.getLogger("mcp_common")
+
+T = TypeVar("T")
+
+current_request: contextvars.ContextVar[HTTPRequest | None] = contextvars.ContextVar(
+    "mcp_current_request", default=None
+)
+"""The HTTP request being served; tools and resolvers can read the caller's principal from it."""
+
+
+def current_principal(_ctx: Any = None) -> str | None:
+    """The authenticated principal of the request being served (``None`` when anonymous).
+
+    Used as the request-state ``bind_principal``: state minted for one user is refused to another.
+    """
+    request = current_request.get()
+    return request.principal if request is not None else None
+
+
+class MCPEndpoint:
+    """Serves one ``MCPServer`` (or low-level ``Server``) over Streamable HTTP, both eras."""
+
+    def __init__(
+        self,
+        server: Any,
+        config: MCPConfig,
+        store: SessionStore,
+        *,
+        runner: LoopRunner | None = None,
+        db_threads: int = 8,
+    ) -> None:
+        self.server = server
+        self.lowlevel = _sdk.lowlevel_server(server)
+        self.name = self.lowlevel.name
+        self.config = config
+        self.store = store
+        if config.secret_keys:
+            _sdk.install_request_state_security(
+                server, RequestStateSecurity(keys=config.request_state_keys(), bind_principal=current_principal)
+            )
+        self.legacy = LegacyProtocol(self)
+        self._fixed_runner = runner
+        self._db_threads = db_threads
+        self._pid: int | None = None
+        self._lock = threading.Lock()
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._lifespan_state: Any = None
+        self._started: asyncio.Future[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -- process-local machinery, rebuilt in a forked worker ---------------------------------
+
+    @property
+    def runner(self) -> LoopRunner:
+        return self._fixed_runner or LoopRunner.shared()
+
+    def _process_check(self) -> None:
+        if self._pid != os.getpid():
+            with self._lock:
+                if self._pid != os.getpid():
+                    self._executor = concurrent.futures.ThreadPoolExecutor(
+                        self._db_threads, thread_name_prefix="mcp-db"
+                    )
+                    self._started = None
+                    self._tasks = set()
+                    self.legacy = LegacyProtocol(self)
+                    self._pid = os.getpid()
+
+    @property
+    def lifespan_state(self) -> Any:
+        return self._lifespan_state
+
+    async def _ensure_started(self) -> None:
+        if self._started is None:
+            self._started = asyncio.get_running_loop().create_future()
+            task = asyncio.create_task(self._run_lifespan(self._started))
+            self._tasks.add(task)
+        await asyncio.shield(self._started)
+
+    async def _run_lifespan(self, started: asyncio.Future[None]) -> None:
+        # The server's lifespan is entered once per process and held open by this task, the
+        # way the SDK's session manager holds it, rather than once per request.
+        try:
+            async with self.lowlevel.lifespan(self.lowlevel) as state:
+                self._lifespan_state = state
+                started.set_result(None)
+                await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            if not started.done():
+                started.set_exception(exc)
+            raise
+
+    async def db(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a blocking store call on the endpoint's database threads."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(fn, *args))
+
+    def track(self, task: asyncio.Task[Any]) -> None:
+        """Keep a reference to a background task until it ends (asyncio holds only weak ones)."""
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def wake_streams(self, session_id: str) -> None:
+        self.legacy.waiters.wake(session_id)
+
+    # -- serving -----------------------------------------------------------------------------
+
+    def handle(self, request: HTTPRequest) -> HTTPResponse:
+        """Serve ``request`` from a synchronous (WSGI) view."""
+        self._process_check()
+        return self.runner.run(self.handle_async(request))
+
+    async def handle_from_other_loop(self, request: HTTPRequest) -> HTTPResponse:
+        """Serve ``request`` from an async (ASGI) view running on another event loop."""
+        self._process_check()
+        return await self.runner.run_async(self.handle_async(request))
+
+    def iter_body(self, response: HTTPResponse) -> Iterator[bytes]:
+        """A streaming body for a WSGI server."""
+        assert response.stream is not None
+        return self.runner.iterate(response.stream)
+
+    def aiter_body(self, response: HTTPResponse) -> AsyncIterator[bytes]:
+        """A streaming body for an ASGI server."""
+        assert response.stream is not None
+        return self.runner.aiterate(response.stream)
+
+    async def handle_async(self, request: HTTPRequest) -> HTTPResponse:
+        """Serve ``request``; runs on the endpoint's event loop. Never raises."""
+        token = current_request.set(request)
+        try:
+            refusal = check_request(self.config, request.headers, len(request.body))
+            if refusal is not None:
+                return refusal
+            await self._ensure_started()
+            version = request.header("mcp-protocol-version")
+            if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+                return await handle_modern(self, request)
+            return await self.legacy.handle(request)
+        except Exception:
+            # The host application is never broken by a bug of ours: log it, answer JSON.
+            logger.exception("MCP endpoint %r failed to serve a request", self.name)
+            return error_response(500, INTERNAL_ERROR, "Internal server error")
+        finally:
+            current_request.reset(token)

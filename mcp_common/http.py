@@ -1,0 +1,39 @@
+"""Framework-neutral HTTP request and response: what an adapter translates to and from."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class HTTPRequest:
+    """One HTTP request, as the adapter received it."""
+
+    method: str
+    headers: Mapping[str, str]
+    """Header names lower-cased."""
+    body: bytes = b""
+    principal: str | None = None
+    """Who is calling, as a stable string (``None`` for anonymous). Sessions, request states and
+    elicitations are bound to it."""
+    native: Any = None
+    """The framework's own request object, exposed to tools as ``ctx.request_context.request``."""
+
+    def header(self, name: str, default: str | None = None) -> str | None:
+        return self.headers.get(name.lower(), default)
+
+
+@dataclass
+class HTTPResponse:
+    """A response: a complete body, or an async stream of body chunks (SSE)."""
+
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    stream: AsyncIterator[bytes] | None = None
+
+    @property
+    def is_stream(self) -> bool:
+        return self.stream is not None

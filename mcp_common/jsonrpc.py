@@ -1,0 +1,81 @@
+"""Small JSON-RPC and HTTP helpers shared by both protocol eras."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
+
+from mcp_common.http import HTTPResponse
+
+JSON = "application/json"
+SSE = "text/event-stream"
+
+SSE_HEADERS = {
+    "Content-Type": SSE,
+    "Cache-Control": "no-cache, no-transform",
+    "X-Accel-Buffering": "no",
+}
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def error_body(code: int, message: str, request_id: Any = None, data: Any = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def json_response(
+    body: Mapping[str, Any] | None, status: int = 200, headers: Mapping[str, str] | None = None
+) -> HTTPResponse:
+    out = {"Content-Type": JSON} if body is not None else {}
+    out.update(headers or {})
+    return HTTPResponse(status, out, dumps(body).encode() if body is not None else b"")
+
+
+def error_response(
+    status: int,
+    code: int,
+    message: str,
+    request_id: Any = None,
+    data: Any = None,
+    headers: Mapping[str, str] | None = None,
+) -> HTTPResponse:
+    """A JSON-RPC error with an explicit HTTP status (transport-level refusals)."""
+    return json_response(error_body(code, message, request_id, data), status, headers)
+
+
+def status_for(code: int, default: int = 200) -> int:
+    """The HTTP status the SDK's table assigns to a JSON-RPC error code."""
+    return ERROR_CODE_HTTP_STATUS.get(code, default)
+
+
+def sse_frame(data: str, event_id: str | None = None, retry_ms: int | None = None, event: str = "message") -> bytes:
+    lines = []
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    if retry_ms is not None:
+        lines.append(f"retry: {retry_ms}")
+    if data:
+        lines.append(f"event: {event}")
+    lines.append(f"data: {data}")
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+def accepts(headers: Mapping[str, str]) -> tuple[bool, bool]:
+    """Whether the Accept header admits JSON, and SSE (wildcards count, as in the SDK)."""
+    accept = headers.get("accept", "")
+    kinds = [part.split(";")[0].strip().lower() for part in accept.split(",")]
+    has_json = any(k in (JSON, "application/*", "*/*") for k in kinds)
+    has_sse = any(k in (SSE, "text/*", "*/*") for k in kinds)
+    return has_json, has_sse
+
+
+def is_json_content(headers: Mapping[str, str]) -> bool:
+    return headers.get("content-type", "").split(";")[0].strip().lower() == JSON

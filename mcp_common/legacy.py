@@ -1,0 +1,639 @@
+"""The legacy era (protocol versions up to 2025-11-25): sessions kept in the database.
+
+The SDK serves a legacy session from one long-lived in-memory loop per session, which ties
+the session to one process. Here every HTTP request is served on its own by whichever worker
+receives it: the session's facts (negotiated version, client capabilities, principal) come
+from the store, each request runs through ``serve_one`` on a ``Connection`` rebuilt from them,
+and everything that must outlive the request goes through the store:
+
+* a server-to-client request (``elicitation/create``, ``sampling/createMessage``,
+  ``roots/list``) is written to the event log and as a pending row; the client's answer (a POST
+  that may reach any worker) fills the row and wakes the waiting tool - at once in the same
+  process, after a short poll in another;
+* SSE events get ids from the event log, so a stream closed by the server or lost with the
+  client can be resumed on any worker with ``Last-Event-ID``;
+* notifications for the standalone stream (``notifications/elicitation/complete``,
+  ``list_changed``) are queued in the log and delivered by whichever worker holds the
+  session's GET stream, or on the next one it opens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from mcp.server.connection import Connection
+from mcp.server.runner import serve_one
+from mcp.shared.dispatcher import CallOptions
+from mcp.shared.exceptions import MCPError, NoBackChannelError
+from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data, progress_token_from_params
+from mcp.shared.message import ServerMessageMetadata
+from mcp.shared.transport_context import TransportContext
+from mcp.types import jsonrpc_message_adapter
+from mcp_types import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    REQUEST_TIMEOUT,
+    ErrorData,
+    InitializeRequestParams,
+    JSONRPCError,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    RequestId,
+)
+from mcp_types.version import LATEST_HANDSHAKE_VERSION, is_version_at_least
+from pydantic import ValidationError
+
+from mcp_common.http import HTTPRequest, HTTPResponse
+from mcp_common.jsonrpc import (
+    SSE_HEADERS,
+    accepts,
+    dumps,
+    error_body,
+    error_response,
+    is_json_content,
+    json_response,
+    sse_frame,
+)
+from mcp_common.store import GET_STREAM, SessionRecord
+
+if TYPE_CHECKING:
+    from mcp_common.endpoint import MCPEndpoint
+
+logger = logging.getLogger("mcp_common.legacy")
+
+SESSION_HEADER = "mcp-session-id"
+LAST_EVENT_ID_HEADER = "last-event-id"
+
+# Requests that can never need the back-channel are answered as plain JSON: cheaper, and no
+# stream to resume. Everything else (tools/call above all) gets an SSE stream.
+JSON_METHODS = frozenset(
+    {
+        "initialize",
+        "ping",
+        "tools/list",
+        "resources/list",
+        "resources/templates/list",
+        "prompts/list",
+        "logging/setLevel",
+        "completion/complete",
+        "resources/subscribe",
+        "resources/unsubscribe",
+    }
+)
+
+
+class SessionGone(Exception):
+    """The session ended (DELETE, expiry) while something waited on it."""
+
+
+def _event_id(stream_key: str, number: int) -> str:
+    return f"{stream_key}.{number}"
+
+
+def parse_event_id(value: str) -> tuple[str, int] | None:
+    stream_key, _, number = value.rpartition(".")
+    if not stream_key or not number.isdigit():
+        return None
+    return stream_key, int(number)
+
+
+class CallStream:
+    """The SSE response of one request in a legacy session.
+
+    Events go straight to the client while it is attached. Everything except a quick call's
+    final response is also written to the session's event log, so that the stream can be
+    resumed on any worker after the server closes it (``close_sse_stream``) or the client
+    loses it.
+    """
+
+    def __init__(self, endpoint: MCPEndpoint, session: SessionRecord, priming: bool) -> None:
+        self.endpoint = endpoint
+        self.session = session
+        self.stream_key = uuid.uuid4().hex
+        self.priming = priming
+        self.attached = True
+        self.persisted = False
+        self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+    async def send(self, message: Mapping[str, Any], *, final: bool = False) -> None:
+        data = dumps(message)
+        if final and self.attached and not self.persisted:
+            # Nothing was logged for this stream, so a client that resumes it cannot exist yet.
+            self._queue.put_nowait(sse_frame(data))
+            self._queue.put_nowait(None)
+            return
+        event_id = await self.endpoint.db(
+            self.endpoint.store.append_event, self.session.session_id, self.stream_key, data, final
+        )
+        self.persisted = True
+        self.endpoint.wake_streams(self.session.session_id)
+        if self.attached:
+            self._queue.put_nowait(sse_frame(data, _event_id(self.stream_key, event_id)))
+            if final:
+                self._queue.put_nowait(None)
+
+    async def close(self) -> None:
+        """End the HTTP response now; the client resumes with ``Last-Event-ID``."""
+        self.persisted = True
+        if self.attached:
+            self.attached = False
+            self._queue.put_nowait(None)
+
+    async def body(self) -> AsyncIterator[bytes]:
+        try:
+            if self.priming:
+                yield sse_frame("", _event_id(self.stream_key, 0), self.endpoint.config.sse_retry_ms)
+            while (frame := await self._queue.get()) is not None:
+                yield frame
+        finally:
+            if self.attached:
+                # The client went away mid-call: from now on every event goes to the log only.
+                self.attached = False
+                self.persisted = True
+
+
+@dataclass
+class SessionContext:
+    """The SDK's ``DispatchContext`` for one request of a legacy session."""
+
+    endpoint: MCPEndpoint
+    session: SessionRecord
+    request_id: RequestId | None
+    transport: TransportContext
+    message_metadata: ServerMessageMetadata
+    stream: CallStream | None = None
+    progress_token: Any = None
+    cancel_requested: anyio.Event = field(default_factory=anyio.Event)
+
+    @property
+    def can_send_request(self) -> bool:
+        return self.stream is not None
+
+    async def send_raw_request(
+        self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
+    ) -> dict[str, Any]:
+        if self.stream is None:
+            raise NoBackChannelError(method)
+        timeout = (opts or {}).get("timeout")
+        return await self.endpoint.legacy.request_client(self.session, self.stream, method, params, timeout)
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = dict(params)
+        if self.stream is not None:
+            await self.stream.send(message)
+        else:
+            await self.endpoint.legacy.post_to_get_stream(self.session.session_id, message)
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        if self.progress_token is None:
+            return
+        params: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self.notify("notifications/progress", params)
+
+
+@dataclass
+class SessionChannel:
+    """The connection's standalone channel: the session's GET stream, through the event log."""
+
+    endpoint: MCPEndpoint
+    session: SessionRecord
+
+    async def send_raw_request(
+        self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
+    ) -> dict[str, Any]:
+        timeout = (opts or {}).get("timeout")
+        return await self.endpoint.legacy.request_client(self.session, None, method, params, timeout)
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = dict(params)
+        await self.endpoint.legacy.post_to_get_stream(self.session.session_id, message)
+
+
+class _NullChannel:
+    async def send_raw_request(
+        self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
+    ) -> dict[str, Any]:
+        raise NoBackChannelError(method)
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
+        return None
+
+
+class Waiters:
+    """In-process fast path: futures of tools waiting for a client's answer, and stream wakers."""
+
+    def __init__(self) -> None:
+        self._answers: dict[tuple[str, str], asyncio.Future[str]] = {}
+        self._stream_events: dict[str, asyncio.Event] = {}
+        self._calls: dict[tuple[str, str], asyncio.Task[Any]] = {}
+
+    def expect(self, session_id: str, request_id: str) -> asyncio.Future[str]:
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._answers[(session_id, request_id)] = future
+        return future
+
+    def forget(self, session_id: str, request_id: str) -> None:
+        self._answers.pop((session_id, request_id), None)
+
+    def answer(self, session_id: str, request_id: str, response: str) -> None:
+        future = self._answers.get((session_id, request_id))
+        if future is not None and not future.done():
+            future.set_result(response)
+
+    def end_session(self, session_id: str) -> None:
+        for (sid, _), future in list(self._answers.items()):
+            if sid == session_id and not future.done():
+                future.set_exception(SessionGone(session_id))
+        for (sid, _), task in list(self._calls.items()):
+            if sid == session_id:
+                task.cancel()
+        self.wake(session_id)
+
+    def stream_event(self, session_id: str) -> asyncio.Event:
+        return self._stream_events.setdefault(session_id, asyncio.Event())
+
+    def wake(self, session_id: str) -> None:
+        event = self._stream_events.pop(session_id, None)
+        if event is not None:
+            event.set()
+
+    def add_call(self, session_id: str, request_id: RequestId, task: asyncio.Task[Any]) -> None:
+        key = (session_id, str(request_id))
+        self._calls[key] = task
+        task.add_done_callback(lambda _t: self._calls.pop(key, None))
+
+    def cancel_call(self, session_id: str, request_id: RequestId) -> None:
+        task = self._calls.get((session_id, str(request_id)))
+        if task is not None:
+            task.cancel()
+
+
+class LegacyProtocol:
+    """Serves the legacy era for one :class:`~mcp_common.endpoint.MCPEndpoint`."""
+
+    def __init__(self, endpoint: MCPEndpoint) -> None:
+        self.endpoint = endpoint
+        self.waiters = Waiters()
+
+    # -- entry -------------------------------------------------------------------------------
+
+    async def handle(self, request: HTTPRequest) -> HTTPResponse:
+        if request.method == "POST":
+            return await self._post(request)
+        if request.method == "GET":
+            return await self._get(request)
+        if request.method == "DELETE":
+            return await self._delete(request)
+        return error_response(
+            405, INVALID_REQUEST, "Method Not Allowed", headers={"Allow": "GET, POST, DELETE"}
+        )
+
+    async def _session(self, request: HTTPRequest) -> SessionRecord | HTTPResponse:
+        session_id = request.header(SESSION_HEADER)
+        if not session_id:
+            return error_response(400, INVALID_REQUEST, "Bad Request: Missing session ID")
+        if len(session_id) > 128 or not session_id.isascii():
+            return error_response(404, INVALID_REQUEST, "Session not found")
+        session = await self.endpoint.db(self.endpoint.store.get_session, session_id)
+        if session is None or session.server_name != self.endpoint.name or session.principal != request.principal:
+            # A session used with another credential is answered exactly as an unknown one.
+            return error_response(404, INVALID_REQUEST, "Session not found")
+        if session.last_seen < time.time() - self.endpoint.config.session_ttl:
+            await self.endpoint.db(self.endpoint.store.delete_session, session_id)
+            return error_response(404, INVALID_REQUEST, "Session not found")
+        return session
+
+    # -- POST --------------------------------------------------------------------------------
+
+    async def _post(self, request: HTTPRequest) -> HTTPResponse:
+        config = self.endpoint.config
+        has_json, has_sse = accepts(request.headers)
+        if not has_json or (not config.json_response and not has_sse):
+            return error_response(
+                406, INVALID_REQUEST, "Not Acceptable: Client must accept both application/json and text/event-stream"
+            )
+        if not is_json_content(request.headers):
+            return error_response(400, INVALID_REQUEST, "Invalid Content-Type header: expected application/json")
+        try:
+            raw = json.loads(request.body)
+        except (ValueError, RecursionError):
+            return error_response(400, PARSE_ERROR, "Parse error")
+        if isinstance(raw, list):
+            return error_response(400, INVALID_REQUEST, "Batch requests are not supported")
+        try:
+            message = jsonrpc_message_adapter.validate_python(raw, by_name=False)
+        except ValidationError:
+            return error_response(400, INVALID_REQUEST, "Invalid JSON-RPC message")
+
+        if isinstance(message, JSONRPCRequest) and message.method == "initialize":
+            return await self._initialize(request, message)
+
+        session = await self._session(request)
+        if isinstance(session, HTTPResponse):
+            return session
+        now = time.time()
+        if session.last_seen < now - 60:
+            # Idle tracking at minute resolution: not a database write per request.
+            await self.endpoint.db(self.endpoint.store.touch_session, session.session_id, now)
+
+        if isinstance(message, JSONRPCNotification):
+            self._on_notification(session, message)
+            return HTTPResponse(202)
+        if isinstance(message, JSONRPCResponse | JSONRPCError):
+            await self._on_client_answer(session, message, raw)
+            return HTTPResponse(202)
+        return await self._serve(request, session, message)
+
+    async def _initialize(self, request: HTTPRequest, message: JSONRPCRequest) -> HTTPResponse:
+        connection = Connection(_NullChannel(), protocol_version=LATEST_HANDSHAKE_VERSION)
+        dctx = SessionContext(
+            endpoint=self.endpoint,
+            session=SessionRecord("", LATEST_HANDSHAKE_VERSION, "{}", request.principal, self.endpoint.name, 0, 0),
+            request_id=message.id,
+            transport=TransportContext(kind="streamable-http", can_send_request=False, headers=request.headers),
+            message_metadata=ServerMessageMetadata(request_context=request.native),
+        )
+        try:
+            result = await serve_one(
+                self.endpoint.lowlevel,
+                dctx,
+                "initialize",
+                message.params,
+                connection=connection,
+                lifespan_state=self.endpoint.lifespan_state,
+            )
+        except Exception as exc:
+            return json_response(_error_reply(message.id, exc), 400 if isinstance(exc, ValidationError) else 200)
+        client_params = connection.client_params
+        if client_params is None:  # pragma: no cover - serve_one commits it on success
+            return error_response(400, INVALID_PARAMS, "Invalid initialize parameters", message.id)
+        now = time.time()
+        session = SessionRecord(
+            session_id=uuid.uuid4().hex,
+            protocol_version=connection.protocol_version,
+            client_params=client_params.model_dump_json(by_alias=True, exclude_none=True),
+            principal=request.principal,
+            server_name=self.endpoint.name,
+            created=now,
+            last_seen=now,
+        )
+        await self.endpoint.db(self.endpoint.store.create_session, session)
+        return json_response(
+            {"jsonrpc": "2.0", "id": message.id, "result": result}, headers={"Mcp-Session-Id": session.session_id}
+        )
+
+    def _connection(self, session: SessionRecord) -> Connection:
+        connection = Connection(
+            SessionChannel(self.endpoint, session),
+            protocol_version=session.protocol_version,
+            session_id=session.session_id,
+            client_params=InitializeRequestParams.model_validate_json(session.client_params, by_name=False),
+        )
+        connection.initialized.set()
+        return connection
+
+    async def _serve(self, request: HTTPRequest, session: SessionRecord, message: JSONRPCRequest) -> HTTPResponse:
+        streaming = not self.endpoint.config.json_response and message.method not in JSON_METHODS
+        stream = (
+            CallStream(self.endpoint, session, priming=is_version_at_least(session.protocol_version, "2025-11-25"))
+            if streaming
+            else None
+        )
+        dctx = SessionContext(
+            endpoint=self.endpoint,
+            session=session,
+            request_id=message.id,
+            transport=TransportContext(kind="streamable-http", can_send_request=streaming, headers=request.headers),
+            message_metadata=ServerMessageMetadata(
+                related_request_id=message.id,
+                request_context=request.native,
+                close_sse_stream=stream.close if stream is not None else None,
+                close_standalone_sse_stream=self._closer(session.session_id),
+            ),
+            stream=stream,
+            progress_token=progress_token_from_params(message.params),
+        )
+        run = serve_one(
+            self.endpoint.lowlevel,
+            dctx,
+            message.method,
+            message.params,
+            connection=self._connection(session),
+            lifespan_state=self.endpoint.lifespan_state,
+        )
+        headers = {"Mcp-Session-Id": session.session_id}
+        if stream is None:
+            try:
+                reply: dict[str, Any] = {"jsonrpc": "2.0", "id": message.id, "result": await run}
+            except Exception as exc:
+                reply = _error_reply(message.id, exc)
+            return json_response(reply, headers=headers)
+
+        async def run_call() -> None:
+            try:
+                reply = {"jsonrpc": "2.0", "id": message.id, "result": await run}
+            except asyncio.CancelledError:
+                reply = _error_reply(message.id, MCPError(code=REQUEST_TIMEOUT, message="Request cancelled"))
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(stream.send(reply, final=True))
+                raise
+            except Exception as exc:
+                reply = _error_reply(message.id, exc)
+            await stream.send(reply, final=True)
+
+        task = asyncio.create_task(run_call())
+        self.endpoint.track(task)
+        self.waiters.add_call(session.session_id, message.id, task)
+        return HTTPResponse(200, {**SSE_HEADERS, **headers}, stream=stream.body())
+
+    def _closer(self, session_id: str) -> Any:
+        async def close_standalone() -> None:
+            # Standalone streams end by themselves after ``stream_hold_seconds``; waking makes
+            # every local one re-check the store now.
+            self.waiters.wake(session_id)
+
+        return close_standalone
+
+    def _on_notification(self, session: SessionRecord, message: JSONRPCNotification) -> None:
+        if message.method == "notifications/cancelled":
+            request_id = (message.params or {}).get("requestId")
+            if isinstance(request_id, str | int):
+                self.waiters.cancel_call(session.session_id, request_id)
+
+    async def _on_client_answer(
+        self, session: SessionRecord, message: JSONRPCResponse | JSONRPCError, raw: Any
+    ) -> None:
+        request_id = str(message.id)
+        payload = dumps(raw)
+        answered = await self.endpoint.db(
+            self.endpoint.store.answer_pending, session.session_id, request_id, payload
+        )
+        if answered:
+            self.waiters.answer(session.session_id, request_id, payload)
+        else:
+            logger.info("Dropped an answer to unknown or already answered request %r", request_id[:64])
+
+    # -- server-to-client requests -----------------------------------------------------------
+
+    async def request_client(
+        self,
+        session: SessionRecord,
+        stream: CallStream | None,
+        method: str,
+        params: Mapping[str, Any] | None,
+        timeout: float | None,
+    ) -> dict[str, Any]:
+        """Send a request to the client and wait, in any process, for its answer."""
+        endpoint = self.endpoint
+        request_id = f"srv-{uuid.uuid4().hex}"
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = dict(params)
+        await endpoint.db(endpoint.store.create_pending, session.session_id, request_id, method, dumps(params or {}))
+        future = self.waiters.expect(session.session_id, request_id)
+        try:
+            if stream is not None:
+                await stream.send(message)
+            else:
+                await self.post_to_get_stream(session.session_id, message)
+            wait = timeout if timeout is not None else endpoint.config.request_timeout
+            try:
+                answer = await self._await_answer(session.session_id, request_id, future, wait)
+            except (TimeoutError, SessionGone):
+                if method == "elicitation/create":
+                    # The design's rule: an unanswered question ends as the user's "cancel".
+                    return {"action": "cancel"}
+                raise MCPError(code=REQUEST_TIMEOUT, message=f"No answer from the client to {method}") from None
+        finally:
+            self.waiters.forget(session.session_id, request_id)
+            with contextlib.suppress(Exception):
+                await endpoint.db(endpoint.store.delete_pending, session.session_id, request_id)
+        reply = json.loads(answer)
+        if "error" in reply:
+            error = ErrorData.model_validate(reply["error"])
+            raise MCPError(code=error.code, message=error.message, data=error.data)
+        result = reply.get("result")
+        return result if isinstance(result, dict) else {}
+
+    async def _await_answer(self, session_id: str, request_id: str, future: asyncio.Future[str], wait: float) -> str:
+        store = self.endpoint.store
+        deadline = time.monotonic() + wait
+        interval = self.endpoint.config.poll_interval
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            try:
+                return await asyncio.wait_for(asyncio.shield(future), min(interval, remaining))
+            except TimeoutError:
+                pass
+            # Another worker may have taken the answer: the row is the truth.
+            record = await self.endpoint.db(store.get_pending, session_id, request_id)
+            if record is None:
+                raise SessionGone(session_id)
+            if record.response is not None:
+                return record.response
+            interval = min(interval * 1.5, 1.0)
+
+    async def post_to_get_stream(self, session_id: str, message: Mapping[str, Any]) -> None:
+        await self.endpoint.db(self.endpoint.store.append_event, session_id, GET_STREAM, dumps(message), False)
+        self.waiters.wake(session_id)
+
+    # -- GET ---------------------------------------------------------------------------------
+
+    async def _get(self, request: HTTPRequest) -> HTTPResponse:
+        _, has_sse = accepts(request.headers)
+        if not has_sse:
+            return error_response(406, INVALID_REQUEST, "Not Acceptable: Client must accept text/event-stream")
+        session = await self._session(request)
+        if isinstance(session, HTTPResponse):
+            return session
+        headers = {**SSE_HEADERS, "Mcp-Session-Id": session.session_id}
+        last_event_id = request.header(LAST_EVENT_ID_HEADER)
+        if last_event_id:
+            parsed = parse_event_id(last_event_id)
+            if parsed is None:
+                return error_response(400, INVALID_REQUEST, "Malformed Last-Event-ID")
+            stream_key, after = parsed
+            return HTTPResponse(200, headers, stream=self._tail(session, stream_key, after, resumed=True))
+        return HTTPResponse(200, headers, stream=self._tail(session, GET_STREAM, None, resumed=False))
+
+    async def _tail(
+        self, session: SessionRecord, stream_key: str, after: int | None, *, resumed: bool
+    ) -> AsyncIterator[bytes]:
+        """Stream a stream's logged events, waiting for new ones for ``stream_hold_seconds``.
+
+        A call stream ends with its final response; the GET stream, and any stream still
+        silent when the hold time is up, end with a ``retry:`` hint so the client comes back
+        (to this worker or another) with ``Last-Event-ID`` and misses nothing.
+        """
+        endpoint = self.endpoint
+        store = endpoint.store
+        session_id = session.session_id
+        config = endpoint.config
+        if after is None:
+            # A fresh GET stream starts at what no GET stream has delivered yet.
+            after = await endpoint.db(store.get_cursor, session_id)
+        if is_version_at_least(session.protocol_version, "2025-11-25"):
+            yield sse_frame("", _event_id(stream_key, after), config.sse_retry_ms)
+        deadline = time.monotonic() + config.stream_hold_seconds
+        interval = config.poll_interval
+        while time.monotonic() < deadline:
+            waker = self.waiters.stream_event(session_id)
+            events = await endpoint.db(store.events_after, session_id, stream_key, after)
+            if events:
+                for event in events:
+                    yield sse_frame(event.message, _event_id(stream_key, event.event_id))
+                    after = event.event_id
+                    if event.final:
+                        return
+                if stream_key == GET_STREAM:
+                    await endpoint.db(store.set_cursor, session_id, after)
+                deadline = time.monotonic() + config.stream_hold_seconds
+                interval = config.poll_interval
+                continue
+            if await endpoint.db(store.get_session, session_id) is None:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(waker.wait(), min(interval, max(deadline - time.monotonic(), 0)))
+            interval = min(interval * 2, 1.0)
+        del resumed
+
+    # -- DELETE ------------------------------------------------------------------------------
+
+    async def _delete(self, request: HTTPRequest) -> HTTPResponse:
+        session = await self._session(request)
+        if isinstance(session, HTTPResponse):
+            return session
+        await self.endpoint.db(self.endpoint.store.delete_session, session.session_id)
+        self.waiters.end_session(session.session_id)
+        return HTTPResponse(200)
+
+
+def _error_reply(request_id: Any, exc: BaseException) -> dict[str, Any]:
+    """The JSON-RPC error for an exception raised while serving; internals never reach the wire."""
+    error = handler_exception_to_error_data(exc) if isinstance(exc, Exception) else None
+    if error is None:
+        logger.exception("MCP request handler raised", exc_info=exc)
+        error = ErrorData(code=INTERNAL_ERROR, message="Internal server error")
+    return error_body(error.code, error.message, request_id, error.data)

@@ -1,0 +1,146 @@
+"""One event loop per process, in a background thread, for the SDK's async engine.
+
+Starting an event loop per request is the slowest way to drive the SDK from a sync view
+(``../shared/performance.md``); the loop, the server's lifespan and everything the hot path
+needs are built once per process instead. WSGI threads submit coroutines here and block on the
+result; ASGI views await the same coroutine through a future.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import os
+import threading
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterator
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class LoopRunner:
+    """A daemon thread running one asyncio loop forever.
+
+    The loop runs under ``run_until_complete`` of a long-lived main task so that anyio finds a
+    root task: without one, ``anyio.to_thread`` starts a new OS thread per call.
+    """
+
+    _shared: LoopRunner | None = None
+    _shared_pid: int | None = None
+    _shared_lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._main, name="mcp-event-loop", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+
+    @classmethod
+    def shared(cls) -> LoopRunner:
+        """The process's runner; a forked child (gunicorn worker) gets its own."""
+        with cls._shared_lock:
+            if cls._shared is None or cls._shared_pid != os.getpid():
+                cls._shared = cls()
+                cls._shared_pid = os.getpid()
+                atexit.register(cls._shared.stop)
+            return cls._shared
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self._loop)
+
+        async def main() -> None:
+            self._stop = asyncio.Event()
+            self._ready.set()
+            await self._stop.wait()
+
+        try:
+            self._loop.run_until_complete(main())
+        finally:
+            self._loop.close()
+
+    def stop(self) -> None:
+        if self._stop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._stop.set)
+
+    def in_loop_thread(self) -> bool:
+        return threading.current_thread() is self._thread
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the loop and block the calling (non-loop) thread for its result."""
+        if self.in_loop_thread():
+            coro.close()
+            raise RuntimeError("LoopRunner.run() called from the loop's own thread")
+        return self.submit(coro).result()
+
+    async def run_async(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Await ``coro`` on the runner's loop from another event loop (an ASGI server's)."""
+        return await asyncio.wrap_future(self.submit(coro))
+
+    def iterate(self, stream: AsyncIterator[bytes]) -> Iterator[bytes]:
+        """A blocking iterator over an async stream that lives on the runner's loop (for WSGI)."""
+        return _SyncStream(self, stream)
+
+    async def aiterate(self, stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """An async iterator, for another loop, over a stream that lives on the runner's loop."""
+        try:
+            while True:
+                try:
+                    chunk = await self.run_async(_anext(stream))
+                except StopAsyncIteration:
+                    return
+                yield chunk
+        finally:
+            await self.run_async(_aclose(stream))
+
+
+async def _anext(stream: AsyncIterator[bytes]) -> bytes:
+    return await stream.__anext__()
+
+
+async def _aclose(stream: AsyncIterator[bytes]) -> None:
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+class _SyncStream:
+    """WSGI servers call ``close()`` when the client goes away; that closes the async stream."""
+
+    def __init__(self, runner: LoopRunner, stream: AsyncIterator[bytes]) -> None:
+        self._runner = runner
+        self._stream = stream
+        self._closed = False
+
+    def __iter__(self) -> _SyncStream:
+        return self
+
+    def __next__(self) -> bytes:
+        if self._closed:
+            raise StopIteration
+        try:
+            return self._runner.run(_anext(self._stream))
+        except StopAsyncIteration:
+            self._closed = True
+            raise StopIteration from None
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._runner.run(_aclose(self._stream))
+
+
+def run_sync(awaitable: Awaitable[T]) -> T:  # pragma: no cover - convenience for shells
+    async def wrap() -> T:
+        return await awaitable
+
+    return LoopRunner.shared().run(wrap())

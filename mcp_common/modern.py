@@ -1,0 +1,232 @@
+"""The 2026-07-28 era: one POST, one exchange, nothing kept between requests.
+
+The steps follow the SDK's own single-exchange entry (``mcp.server._streamable_http_modern``)
+through its public building blocks: the inbound classifier, ``Connection.from_envelope`` and
+``serve_one``. The answer is JSON unless the handler emits a notification (progress, opted-in
+logging) before it finishes; then the response becomes an SSE stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from mcp.server.connection import Connection
+from mcp.server.runner import modern_error_data, serve_one
+from mcp.shared.dispatcher import CallOptions
+from mcp.shared.exceptions import NoBackChannelError
+from mcp.shared.inbound import (
+    MCP_PARAM_HEADER_PREFIX,
+    InboundLadderRejection,
+    classify_inbound_request,
+    unsupported_protocol_version_rejection,
+    validate_mcp_param_headers,
+)
+from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
+from mcp.shared.message import ServerMessageMetadata
+from mcp.shared.transport_context import TransportContext
+from mcp_types import INVALID_REQUEST, PARSE_ERROR, JSONRPCNotification, JSONRPCRequest, RequestId
+from pydantic import ValidationError
+
+from mcp_common.http import HTTPRequest, HTTPResponse
+from mcp_common.jsonrpc import (
+    SSE_HEADERS,
+    accepts,
+    dumps,
+    error_body,
+    error_response,
+    is_json_content,
+    json_response,
+    sse_frame,
+    status_for,
+)
+
+if TYPE_CHECKING:
+    from mcp_common.endpoint import MCPEndpoint
+
+logger = logging.getLogger("mcp_common.modern")
+
+_PARAM_PREFIX = MCP_PARAM_HEADER_PREFIX.lower()
+_INVALID_BODY = "Body must be a single JSON-RPC request or notification object"
+
+
+@dataclass
+class ExchangeContext:
+    """The SDK's ``DispatchContext`` for one 2026-07-28 exchange: no back-channel, by the spec."""
+
+    transport: TransportContext
+    request_id: RequestId
+    message_metadata: ServerMessageMetadata
+    progress_token: Any = None
+    sink: asyncio.Queue[bytes | None] | None = None
+    cancel_requested: anyio.Event = field(default_factory=anyio.Event)
+    can_send_request: bool = field(default=False, init=False)
+
+    async def send_raw_request(
+        self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
+    ) -> dict[str, Any]:
+        raise NoBackChannelError(method)
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
+        if self.sink is None:
+            return
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = dict(params)
+        self.sink.put_nowait(sse_frame(dumps(message)))
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        if self.progress_token is None:
+            return
+        params: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self.notify("notifications/progress", params)
+
+
+def _reply(request_id: RequestId, result: dict[str, Any] | None, exc: BaseException | None) -> dict[str, Any]:
+    if exc is None:
+        return {"jsonrpc": "2.0", "id": request_id, "result": result}
+    error = modern_error_data(exc if isinstance(exc, Exception) else RuntimeError("cancelled"))
+    return {"jsonrpc": "2.0", "id": request_id, "error": error.model_dump(mode="json", exclude_none=True)}
+
+
+def _reply_status(reply: dict[str, Any]) -> int:
+    return status_for(reply["error"]["code"]) if "error" in reply else 200
+
+
+async def handle_modern(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPResponse:
+    config = endpoint.config
+    if request.method != "POST":
+        return HTTPResponse(405, {"Allow": "POST"})
+    has_json, has_sse = accepts(request.headers)
+    if not has_json or (not config.json_response and not has_sse):
+        return error_response(406, INVALID_REQUEST, "Not Acceptable: Accept must list application/json")
+    if not is_json_content(request.headers):
+        return error_response(400, INVALID_REQUEST, "Invalid Content-Type header: expected application/json")
+    try:
+        decoded = json.loads(request.body)
+    except (ValueError, RecursionError):
+        return error_response(400, PARSE_ERROR, "Parse error")
+    if isinstance(decoded, dict) and "id" not in decoded:
+        return _acknowledge_notification(decoded, request)
+    try:
+        req = JSONRPCRequest.model_validate(decoded)
+    except ValidationError:
+        return error_response(400, INVALID_REQUEST, _INVALID_BODY)
+    if req.method == "subscriptions/listen" and not has_sse:
+        return error_response(406, INVALID_REQUEST, "Not Acceptable: subscriptions/listen answers text/event-stream")
+
+    verdict = classify_inbound_request(decoded, headers=dict(request.headers))
+    if isinstance(verdict, InboundLadderRejection):
+        body = error_body(verdict.code, verdict.message, req.id, verdict.data)
+        return json_response(body, status_for(verdict.code, 400))
+    rejection = _param_header_rejection(endpoint, req, request.headers)
+    if rejection is not None:
+        return json_response(error_body(rejection.code, rejection.message, req.id, rejection.data), 400)
+
+    connection = Connection.from_envelope(verdict.protocol_version, verdict.client_info, verdict.client_capabilities)
+    dctx = ExchangeContext(
+        transport=TransportContext(kind="streamable-http", can_send_request=False, headers=request.headers),
+        request_id=req.id,
+        message_metadata=ServerMessageMetadata(request_context=request.native),
+        progress_token=progress_token_from_params(req.params),
+    )
+    run = serve_one(
+        endpoint.lowlevel,
+        dctx,
+        req.method,
+        req.params,
+        connection=connection,
+        lifespan_state=endpoint.lifespan_state,
+    )
+    if config.json_response and req.method != "subscriptions/listen":
+        try:
+            reply = _reply(req.id, await run, None)
+        except Exception as exc:
+            reply = _reply(req.id, None, exc)
+        return json_response(reply, _reply_status(reply))
+
+    # Run the handler beside the response: if it finishes before emitting anything the answer is
+    # plain JSON with the table-mapped status; its first notification commits the response to SSE.
+    sink: asyncio.Queue[bytes | None] = asyncio.Queue()
+    dctx.sink = sink
+    replies: list[dict[str, Any]] = []
+
+    async def run_handler() -> None:
+        try:
+            replies.append(_reply(req.id, await run, None))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            replies.append(_reply(req.id, None, exc))
+        finally:
+            sink.put_nowait(None)
+
+    task = asyncio.create_task(run_handler())
+    endpoint.track(task)
+    first = await sink.get()
+    if first is None:
+        await task
+        return json_response(replies[0], _reply_status(replies[0]))
+    return HTTPResponse(200, dict(SSE_HEADERS), stream=_stream(first, sink, task, replies))
+
+
+async def _stream(
+    first: bytes, sink: asyncio.Queue[bytes | None], task: asyncio.Task[None], replies: list[dict[str, Any]]
+) -> AsyncIterator[bytes]:
+    try:
+        yield first
+        while (frame := await sink.get()) is not None:
+            yield frame
+        yield sse_frame(dumps(replies[0]))
+    finally:
+        # The client closing the stream is the 2026-07-28 way to cancel the request.
+        if not task.done():
+            task.cancel()
+
+
+def _acknowledge_notification(decoded: dict[str, Any], request: HTTPRequest) -> HTTPResponse:
+    try:
+        JSONRPCNotification.model_validate(decoded)
+    except ValidationError:
+        return error_response(400, INVALID_REQUEST, _INVALID_BODY)
+    requested = request.header("mcp-protocol-version", "") or ""
+    rejection = unsupported_protocol_version_rejection(requested)
+    if rejection is not None:
+        return json_response(error_body(rejection.code, rejection.message, None, rejection.data), 400)
+    return HTTPResponse(202)
+
+
+def _param_header_rejection(
+    endpoint: MCPEndpoint, req: JSONRPCRequest, headers: Mapping[str, str]
+) -> InboundLadderRejection | None:
+    """Check ``Mcp-Param-*`` headers against the called tool's ``x-mcp-header`` declarations."""
+    if req.method != "tools/call":
+        return None
+    params = req.params or {}
+    name = params.get("name")
+    arguments = params.get("arguments") or {}
+    if not isinstance(name, str) or not isinstance(arguments, Mapping):
+        return None
+    if not arguments and not any(h.startswith(_PARAM_PREFIX) for h in headers):
+        return None
+    lookup = endpoint.lowlevel.get_tool_input_schema
+    if lookup is None:
+        return None
+    try:
+        schema = lookup(name)
+    except Exception:
+        # Header validation must never break a working call path (the SDK fails open here too).
+        logger.exception("Mcp-Param header validation skipped: get_tool_input_schema raised")
+        return None
+    if schema is None:
+        return None
+    return validate_mcp_param_headers(schema, arguments, headers)

@@ -1,0 +1,84 @@
+"""Transport checks made before any JSON is parsed: DNS-rebinding (Host, Origin) and body size."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from urllib.parse import urlsplit
+
+from mcp_types import INVALID_REQUEST
+
+from mcp_common.config import MCPConfig
+from mcp_common.http import HTTPResponse
+from mcp_common.jsonrpc import error_response
+
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
+
+
+def split_host(host: str) -> tuple[str, str | None]:
+    """``example.com:8000`` -> (``example.com``, ``8000``); IPv6 literals keep their brackets."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        end = host.find("]")
+        if end == -1:
+            return host, None
+        rest = host[end + 1 :]
+        return host[: end + 1], rest[1:] if rest.startswith(":") else None
+    name, sep, port = host.rpartition(":")
+    return (name, port) if sep and port.isdigit() else (host, None)
+
+
+def host_allowed(host: str, allowed: tuple[str, ...]) -> bool:
+    """Django ``ALLOWED_HOSTS`` semantics, plus the SDK's ``name:*`` (any port) patterns."""
+    if not host:
+        return False
+    name, _ = split_host(host)
+    patterns = allowed or LOOPBACK_HOSTS
+    for pattern in patterns:
+        pattern = pattern.lower()
+        if pattern == "*":
+            return True
+        if pattern.endswith(":*"):
+            pattern = pattern[:-2]
+        elif ":" in pattern and not pattern.startswith("["):
+            # An exact host:port pattern.
+            if host.lower() == pattern:
+                return True
+            continue
+        if pattern.startswith("."):
+            if name == pattern[1:] or name.endswith(pattern):
+                return True
+        elif name == pattern or (pattern in LOOPBACK_HOSTS and name in LOOPBACK_HOSTS and not allowed):
+            return True
+    return False
+
+
+def origin_allowed(origin: str, host: str, allowed: tuple[str, ...]) -> bool:
+    """Same-origin requests and listed origins pass; browsers on other sites do not."""
+    if "*" in allowed:
+        return True
+    origin = origin.strip().lower()
+    if origin == "null":
+        return False
+    parts = urlsplit(origin)
+    if parts.netloc and parts.netloc == host.strip().lower():
+        return True
+    for pattern in allowed:
+        pattern = pattern.lower().rstrip("/")
+        if origin == pattern:
+            return True
+        if pattern.endswith(":*") and origin.startswith(pattern[:-1]):
+            return True
+    return False
+
+
+def check_request(config: MCPConfig, headers: Mapping[str, str], body_size: int) -> HTTPResponse | None:
+    """A refusal, or ``None`` when the request may go on to the protocol layer."""
+    if body_size > config.max_body_size:
+        return error_response(413, INVALID_REQUEST, f"Request body too large (limit {config.max_body_size} bytes)")
+    host = headers.get("host", "")
+    if not host_allowed(host, config.allowed_hosts):
+        return error_response(421, INVALID_REQUEST, "Invalid Host header")
+    origin = headers.get("origin")
+    if origin and not origin_allowed(origin, host, config.allowed_origins):
+        return error_response(403, INVALID_REQUEST, "Invalid Origin header")
+    return None

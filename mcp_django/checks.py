@@ -1,0 +1,55 @@
+"""System checks: misconfiguration fails at start-up, not on the first request."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import CheckMessage, Error, Warning, register
+
+from mcp_common import _sdk
+
+
+@register("mcp")
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    from mcp_django.conf import DEFAULTS, mcp_settings
+
+    messages: list[CheckMessage] = []
+    user = mcp_settings.user_settings
+    unknown = sorted(set(user) - set(DEFAULTS))
+    if unknown:
+        messages.append(
+            Error(
+                f"Unknown MCP setting(s): {', '.join(unknown)}.",
+                hint=f"Valid keys: {', '.join(sorted(DEFAULTS))}.",
+                id="mcp_django.E001",
+            )
+        )
+    server = user.get("SERVER")
+    if server is not None:
+        from django.core.exceptions import ImproperlyConfigured
+
+        from mcp_django.registry import resolve_server
+
+        try:
+            _sdk.lowlevel_server(resolve_server(server))
+        except (ImproperlyConfigured, TypeError) as exc:
+            messages.append(
+                Error(
+                    f'MCP["SERVER"] is not usable: {exc}',
+                    hint="Point it at a module attribute holding an mcp.server.MCPServer.",
+                    id="mcp_django.E002",
+                )
+            )
+    for key in ("MAX_BODY_SIZE", "SESSION_TTL", "REQUEST_TIMEOUT", "STREAM_HOLD_SECONDS", "POLL_INTERVAL"):
+        value = user.get(key, DEFAULTS[key])
+        if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+            messages.append(Error(f'MCP["{key}"] must be a positive number, got {value!r}.', id="mcp_django.E003"))
+    if len(settings.SECRET_KEY or "") < 32:
+        messages.append(
+            Warning(
+                "SECRET_KEY is shorter than 32 characters; MCP request-state keys derived from it are weak.",
+                id="mcp_django.W001",
+            )
+        )
+    return messages

@@ -1,0 +1,91 @@
+"""``settings.MCP``: one namespaced dict, read through a lazy object with defaults.
+
+    MCP = {
+        "SERVER": "myproject.mcp.server",   # dotted path to an MCPServer
+        "ALLOWED_ORIGINS": [],               # besides same-origin requests
+        "MAX_BODY_SIZE": 4 * 1024 * 1024,
+        "SESSION_TTL": 86400,                # seconds a legacy session may stay idle
+        "REQUEST_TIMEOUT": 600,              # seconds a tool waits for the client's answer
+        "SSE_RETRY_MS": 1000,
+        "STREAM_HOLD_SECONDS": 25,
+        "POLL_INTERVAL": 0.1,
+        "JSON_RESPONSE": False,
+        "ASYNC_VIEW": None,                  # None: async when settings.ASGI_APPLICATION is set
+    }
+
+Host checks use ``ALLOWED_HOSTS``; request-state keys derive from ``SECRET_KEY`` and
+``SECRET_KEY_FALLBACKS``. The object is rebuilt when a test changes ``MCP`` with
+``override_settings``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+from mcp_common.config import MCPConfig, secret_chain
+
+DEFAULTS: dict[str, Any] = {
+    "SERVER": None,
+    "ALLOWED_ORIGINS": [],
+    "MAX_BODY_SIZE": 4 * 1024 * 1024,
+    "SESSION_TTL": 24 * 3600,
+    "REQUEST_TIMEOUT": 600.0,
+    "SSE_RETRY_MS": 1000,
+    "STREAM_HOLD_SECONDS": 25.0,
+    "POLL_INTERVAL": 0.1,
+    "JSON_RESPONSE": False,
+    "ASYNC_VIEW": None,
+}
+
+
+class MCPSettings:
+    def __init__(self) -> None:
+        self._cache: dict[str, Any] | None = None
+
+    @property
+    def user_settings(self) -> dict[str, Any]:
+        return dict(getattr(settings, "MCP", None) or {})
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in DEFAULTS:
+            raise AttributeError(f"Invalid MCP setting: {name!r}")
+        if self._cache is None:
+            self._cache = {**DEFAULTS, **self.user_settings}
+        return self._cache[name]
+
+    def reload(self) -> None:
+        self._cache = None
+
+    def build_config(self) -> MCPConfig:
+        allowed_hosts = tuple(settings.ALLOWED_HOSTS)
+        if settings.DEBUG and not allowed_hosts:
+            # Django's own rule: with DEBUG and no ALLOWED_HOSTS, loopback names are allowed.
+            allowed_hosts = ("localhost", "127.0.0.1", "[::1]", ".localhost")
+        return MCPConfig(
+            allowed_hosts=allowed_hosts,
+            allowed_origins=tuple(self.ALLOWED_ORIGINS),
+            max_body_size=int(self.MAX_BODY_SIZE),
+            secret_keys=secret_chain(settings.SECRET_KEY, getattr(settings, "SECRET_KEY_FALLBACKS", ())),
+            session_ttl=float(self.SESSION_TTL),
+            request_timeout=float(self.REQUEST_TIMEOUT),
+            sse_retry_ms=int(self.SSE_RETRY_MS),
+            stream_hold_seconds=float(self.STREAM_HOLD_SECONDS),
+            poll_interval=float(self.POLL_INTERVAL),
+            json_response=bool(self.JSON_RESPONSE),
+        )
+
+
+mcp_settings = MCPSettings()
+
+
+@receiver(setting_changed)
+def _reload(*, setting: str, **_: Any) -> None:
+    if setting in ("MCP", "ALLOWED_HOSTS", "SECRET_KEY", "SECRET_KEY_FALLBACKS", "DEBUG"):
+        mcp_settings.reload()
+        from mcp_django.registry import reset_endpoints
+
+        reset_endpoints()

@@ -1,0 +1,135 @@
+"""The MCP endpoint as a Django view: request in, response out, nothing else."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, ClassVar
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
+from django.utils.decorators import classonlymethod
+from django.views import View
+from django.views.decorators.csrf import csrf_exempt
+
+from mcp_common.http import HTTPRequest, HTTPResponse
+from mcp_common.jsonrpc import error_response
+from mcp_django.registry import get_endpoint
+
+logger = logging.getLogger("mcp_django")
+
+
+def principal_of(request: HttpRequest) -> str | None:
+    """The authenticated Django user as a stable principal string, or ``None``."""
+    user = getattr(request, "user", None)
+    if user is not None and getattr(user, "is_authenticated", False):
+        return f"django-user:{user.pk}"
+    return None
+
+
+def _headers(request: HttpRequest) -> dict[str, str]:
+    headers = {name.lower(): value for name, value in request.headers.items()}
+    # WSGI folds the Host header into META; make sure it is there under its own name.
+    if "host" not in headers and "HTTP_HOST" in request.META:
+        headers["host"] = request.META["HTTP_HOST"]
+    return headers
+
+
+def _read(request: HttpRequest, limit: int) -> bytes | HTTPResponse:
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    if declared > limit:
+        return error_response(413, -32600, f"Request body too large (limit {limit} bytes)")
+    try:
+        return request.body
+    except RequestDataTooBig:
+        # DATA_UPLOAD_MAX_MEMORY_SIZE is lower than the MCP limit: read the stream ourselves.
+        return request.read(limit + 1)
+
+
+class _Base(View):
+    server: ClassVar[Any] = None
+    """An ``MCPServer``, a dotted path to one, or ``None`` for ``settings.MCP["SERVER"]``."""
+
+    http_method_names: ClassVar[list[str]] = ["get", "post", "delete", "put", "patch", "head", "options"]
+
+    @classonlymethod
+    def as_view(cls, **initkwargs: Any) -> Any:
+        return csrf_exempt(super().as_view(**initkwargs))
+
+    def _translate_in(self, request: HttpRequest) -> HTTPRequest | HTTPResponse:
+        endpoint = get_endpoint(self.server)
+        body = _read(request, endpoint.config.max_body_size)
+        if isinstance(body, HTTPResponse):
+            return body
+        return HTTPRequest(
+            method=request.method or "GET",
+            headers=_headers(request),
+            body=body,
+            principal=principal_of(request),
+            native=request,
+        )
+
+
+def _plain(response: HTTPResponse) -> HttpResponse:
+    out = HttpResponse(response.body, status=response.status)
+    if "Content-Type" not in response.headers:
+        del out["Content-Type"]
+    for name, value in response.headers.items():
+        out[name] = value
+    return out
+
+
+class MCPView(_Base):
+    """Serves MCP Streamable HTTP (both protocol eras) under WSGI (runserver, gunicorn)."""
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        translated = self._translate_in(request)
+        if isinstance(translated, HTTPResponse):
+            return _plain(translated)
+        endpoint = get_endpoint(self.server)
+        response = endpoint.handle(translated)
+        if response.stream is None:
+            return _plain(response)
+        streaming = StreamingHttpResponse(endpoint.iter_body(response), status=response.status)
+        for name, value in response.headers.items():
+            streaming[name] = value
+        return streaming
+
+
+class AsyncMCPView(_Base):
+    """Serves MCP Streamable HTTP under ASGI (uvicorn) without a thread per request."""
+
+    view_is_async = True
+
+    async def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:  # type: ignore[override]
+        from asgiref.sync import sync_to_async
+
+        translated = self._translate_in(request)
+        if isinstance(translated, HTTPResponse):
+            return _plain(translated)
+        if translated.principal is None and hasattr(request, "auser"):
+            user = await request.auser()
+            if user is not None and user.is_authenticated:
+                translated.principal = f"django-user:{user.pk}"
+        endpoint = await sync_to_async(get_endpoint)(self.server)
+        response = await endpoint.handle_from_other_loop(translated)
+        if response.stream is None:
+            return _plain(response)
+        streaming = StreamingHttpResponse(endpoint.aiter_body(response), status=response.status)
+        for name, value in response.headers.items():
+            streaming[name] = value
+        return streaming
+
+
+def default_view(**initkwargs: Any) -> Any:
+    """``MCPView`` or ``AsyncMCPView``, by ``MCP["ASYNC_VIEW"]`` (default: async under ASGI)."""
+    from django.conf import settings
+
+    from mcp_django.conf import mcp_settings
+
+    use_async = mcp_settings.ASYNC_VIEW
+    if use_async is None:
+        use_async = bool(getattr(settings, "ASGI_APPLICATION", None))
+    return (AsyncMCPView if use_async else MCPView).as_view(**initkwargs)
