@@ -100,7 +100,8 @@ class LoopRunner:
                     return
                 yield chunk
         finally:
-            await self.run_async(_aclose(stream))
+            # Not awaited: on a client disconnect this runs inside a cancelled task.
+            self.submit(_aclose(stream))
 
 
 async def _anext(stream: AsyncIterator[bytes]) -> bytes:

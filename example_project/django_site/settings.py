@@ -30,6 +30,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
 ]
+if os.environ.get("MCP_EXAMPLE_WORKER_HEADER") == "1":
+    MIDDLEWARE.append("example_project.django_site.middleware.worker_header")
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",

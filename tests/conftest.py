@@ -1,0 +1,197 @@
+"""Fixtures shared by every test: real server processes on loopback, and real databases.
+
+A protocol test asks for ``live_server(framework, server, workers, database)`` and gets the
+base URL of the example app started by the README's own launcher
+(``python -m example_project serve``) on a free 127.0.0.1 port, migrated, with its own
+database: a fresh SQLite file, or a fresh database on the PostgreSQL server of this machine.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+POSTGRES_ADMIN_URL = os.environ.get("MCP_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def postgres_available() -> bool:
+    try:
+        import psycopg
+
+        with psycopg.connect(POSTGRES_ADMIN_URL, connect_timeout=3):
+            return True
+    except Exception:
+        return False
+
+
+@dataclass
+class Database:
+    kind: str
+    url: str
+
+
+class DatabaseFactory:
+    """Creates throwaway databases; drops the PostgreSQL ones at the end of the session."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.created: list[str] = []
+
+    def new(self, kind: str) -> Database:
+        if kind == "sqlite":
+            return Database("sqlite", f"sqlite:///{self.tmp / f'db-{uuid.uuid4().hex[:8]}.sqlite3'}")
+        import psycopg
+
+        name = f"mcp_test_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        self.created.append(name)
+        base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0]
+        return Database("postgres", f"{base}/{name}")
+
+    def drop_all(self) -> None:
+        if not self.created:
+            return
+        import psycopg
+
+        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as conn:
+            for name in self.created:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def databases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DatabaseFactory]:
+    factory = DatabaseFactory(tmp_path_factory.mktemp("databases"))
+    yield factory
+    factory.drop_all()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def database_kind(request: pytest.FixtureRequest) -> str:
+    if request.param == "postgres" and not postgres_available():
+        pytest.fail(f"PostgreSQL is not reachable at {POSTGRES_ADMIN_URL}: the test command starts it")
+    return str(request.param)
+
+
+@dataclass
+class LiveServer:
+    base_url: str
+    framework: str
+    server: str
+    workers: int
+    database: Database
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def url(self, suffix: str = "") -> str:
+        return f"{self.base_url}/mcp{suffix}"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+class ServerPool:
+    """Starts example servers once per configuration and stops them all at the end."""
+
+    def __init__(self, tmp: Path, databases: DatabaseFactory) -> None:
+        self.tmp = tmp
+        self.databases = databases
+        self.servers: dict[tuple[str, str, int, str], LiveServer] = {}
+
+    def get(self, framework: str, server: str = "gunicorn", workers: int = 2, database: str = "sqlite") -> LiveServer:
+        key = (framework, server, workers, database)
+        live = self.servers.get(key)
+        if live is None or live.process.poll() is not None:
+            live = self.start(framework, server, workers, self.databases.new(database))
+            self.servers[key] = live
+        return live
+
+    def start(
+        self, framework: str, server: str, workers: int, database: Database, env: dict[str, str] | None = None
+    ) -> LiveServer:
+        port = free_port()
+        log_path = self.tmp / f"{framework}-{server}-{workers}-{database.kind}-{port}.log"
+        full_env = {
+            **os.environ,
+            "MCP_EXAMPLE_DATA_DIR": str(self.tmp / f"data-{port}"),
+            "MCP_EXAMPLE_STREAM_HOLD": "5",
+            "MCP_EXAMPLE_WORKER_HEADER": "1",
+            **(env or {}),
+        }
+        full_env.pop("DJANGO_SETTINGS_MODULE", None)
+        command = [
+            sys.executable,
+            "-m",
+            "example_project",
+            "serve",
+            "--framework",
+            framework,
+            "--server",
+            server,
+            "--workers",
+            str(workers),
+            "--port",
+            str(port),
+            "--database",
+            database.url,
+        ]
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(command, cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT)
+        live = LiveServer(f"http://127.0.0.1:{port}", framework, server, workers, database, process, log_path)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"{framework}/{server} exited early:\n{live.log()}")
+            try:
+                if httpx.get(live.base_url + "/", timeout=1).status_code == 200:
+                    # Every worker must be up before a test counts on reaching several of them.
+                    time.sleep(0.5 if workers > 1 else 0)
+                    return live
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        process.kill()
+        raise RuntimeError(f"{framework}/{server} did not start in 60 s:\n{live.log()}")
+
+    def stop_all(self) -> None:
+        for live in self.servers.values():
+            stop(live)
+
+
+def stop(live: LiveServer) -> None:
+    if live.process.poll() is None:
+        live.process.terminate()
+        try:
+            live.process.wait(10)
+        except subprocess.TimeoutExpired:
+            live.process.kill()
+            live.process.wait(5)
+
+
+@pytest.fixture(scope="session")
+def server_pool(tmp_path_factory: pytest.TempPathFactory, databases: DatabaseFactory) -> Iterator[ServerPool]:
+    pool = ServerPool(tmp_path_factory.mktemp("servers"), databases)
+    yield pool
+    pool.stop_all()
+
+
+@pytest.fixture(scope="session")
+def example_server(server_pool: ServerPool) -> Callable[..., LiveServer]:
+    return server_pool.get
