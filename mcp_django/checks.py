@@ -45,6 +45,17 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         value = user.get(key, DEFAULTS[key])
         if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
             messages.append(Error(f'MCP["{key}"] must be a positive number, got {value!r}.', id="mcp_django.E003"))
+    middleware = list(getattr(settings, "MIDDLEWARE", None) or [])
+    ours = "mcp_django.middleware.MCPMiddleware"
+    hosts_checked = [m for m in ("django.middleware.common.CommonMiddleware",) if m in middleware]
+    if hosts_checked and (ours not in middleware or middleware.index(ours) > middleware.index(hosts_checked[0])):
+        messages.append(
+            Warning(
+                "MCP clients sending a Host outside ALLOWED_HOSTS get Django's HTML 400 page, not a JSON-RPC error.",
+                hint=f'Put "{ours}" first in MIDDLEWARE.',
+                id="mcp_django.W002",
+            )
+        )
     if len(settings.SECRET_KEY or "") < 32:
         messages.append(
             Warning(

@@ -56,7 +56,9 @@ class _Base(View):
 
     @classonlymethod
     def as_view(cls, **initkwargs: Any) -> Any:
-        return csrf_exempt(super().as_view(**initkwargs))
+        view = csrf_exempt(super().as_view(**initkwargs))
+        view.mcp_endpoint = True  # found by MCPMiddleware
+        return view
 
     def _translate_in(self, request: HttpRequest) -> HTTPRequest | HTTPResponse:
         endpoint = get_endpoint(self.server)

@@ -23,6 +23,7 @@ INSTALLED_APPS = [
     "mcp_django",
 ]
 MIDDLEWARE = [
+    "mcp_django.middleware.MCPMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

@@ -1,0 +1,66 @@
+"""``MCPMiddleware``: lets the MCP endpoint answer a foreign Host header itself.
+
+Django's ``CommonMiddleware`` calls ``request.get_host()`` on every request and answers a
+Host outside ``ALLOWED_HOSTS`` with an HTML 400 page, before any view runs. An MCP client
+must get a JSON-RPC error instead. Put this middleware first in ``MIDDLEWARE``; it only acts
+on URLs served by an MCP view, and only on requests whose Host Django would refuse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from functools import lru_cache
+from typing import Any
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.http import HttpRequest, HttpResponse
+from django.urls import Resolver404, get_resolver
+
+from mcp_common.security import host_allowed
+
+
+@lru_cache(maxsize=2048)
+def _is_mcp_path(urlconf: str | None, path: str) -> bool:
+    try:
+        match = get_resolver(urlconf).resolve(path)
+    except Resolver404:
+        return False
+    return bool(getattr(match.func, "mcp_endpoint", False))
+
+
+def _refusal(request: HttpRequest) -> HttpResponse | None:
+    if not _is_mcp_path(getattr(request, "urlconf", None), request.path_info):
+        return None
+    from mcp_django.conf import mcp_settings
+
+    host = request.META.get("HTTP_HOST", "")
+    if host_allowed(host, mcp_settings.build_config().allowed_hosts):
+        return None
+    response = HttpResponse(
+        b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Host header"}}',
+        status=421,
+        content_type="application/json",
+    )
+    return response
+
+
+class MCPMiddleware:
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if iscoroutinefunction(self):
+            return self.__acall__(request)
+        return _refusal(request) or self.get_response(request)
+
+    async def __acall__(self, request: HttpRequest) -> Any:
+        refusal = _refusal(request)
+        if refusal is not None:
+            return refusal
+        result: Awaitable[Any] = self.get_response(request)
+        return await result

@@ -1,0 +1,194 @@
+"""Bad input gets a JSON-RPC error with the right HTTP status: never a 500, never HTML."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import LiveServer
+
+TARGETS = [("django", "gunicorn"), ("django", "uvicorn"), ("flask", "gunicorn")]
+MODERN = "2026-07-28"
+ACCEPT = "application/json, text/event-stream"
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+@pytest.fixture(scope="module", params=TARGETS, ids=lambda t: f"{t[0]}-{t[1]}")
+def server(request: pytest.FixtureRequest, example_server: Callable[..., LiveServer]) -> LiveServer:
+    return example_server(request.param[0], request.param[1], 2, "sqlite")
+
+
+def post(url: str, body: Any, headers: dict[str, str] | None = None, raw: bytes | None = None) -> httpx.Response:
+    base = {"Content-Type": "application/json", "Accept": ACCEPT}
+    base.update(headers or {})
+    content = raw if raw is not None else json.dumps(body).encode()
+    return httpx.post(url, content=content, headers=base, timeout=10)
+
+
+def modern_headers(method: str, name: str | None = None) -> dict[str, str]:
+    headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": method}
+    if name is not None:
+        headers["Mcp-Name"] = name
+    return headers
+
+
+def jsonrpc_error(response: httpx.Response, status: int, code: int) -> dict[str, Any]:
+    assert response.status_code == status, (response.status_code, response.text)
+    assert response.headers["content-type"].startswith("application/json"), response.headers
+    assert "<html" not in response.text.lower()
+    body = response.json()
+    assert body["jsonrpc"] == "2.0"
+    assert body["error"]["code"] == code, body
+    assert "Traceback" not in response.text
+    return body
+
+
+def initialize(url: str) -> str:
+    response = post(
+        url,
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "bad-input-test", "version": "0"},
+            },
+        },
+    )
+    assert response.status_code == 200, response.text
+    return response.headers["mcp-session-id"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_malformed_json(server: LiveServer, era: str) -> None:
+    headers = modern_headers("tools/call") if era == "modern" else {}
+    jsonrpc_error(post(server.url(), None, headers, raw=b'{"jsonrpc": "2.0", "id": 1,'), 400, -32700)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_batch_is_refused(server: LiveServer, era: str) -> None:
+    headers = modern_headers("tools/list") if era == "modern" else {}
+    batch = [{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, {"jsonrpc": "2.0", "id": 2, "method": "ping"}]
+    jsonrpc_error(post(server.url(), batch, headers), 400, -32600)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_not_a_jsonrpc_message(server: LiveServer, era: str) -> None:
+    headers = modern_headers("tools/list") if era == "modern" else {}
+    jsonrpc_error(post(server.url(), {"hello": "world", "id": 3}, headers), 400, -32600)
+
+
+@pytest.mark.slow
+def test_unknown_method_modern(server: LiveServer) -> None:
+    body = {"jsonrpc": "2.0", "id": 7, "method": "no/such", "params": {"_meta": ENVELOPE}}
+    error = jsonrpc_error(post(server.url(), body, modern_headers("no/such")), 404, -32601)
+    assert error["id"] == 7
+
+
+@pytest.mark.slow
+def test_unknown_method_legacy(server: LiveServer) -> None:
+    session = initialize(server.url())
+    response = post(
+        server.url(),
+        {"jsonrpc": "2.0", "id": 8, "method": "no/such", "params": {}},
+        {"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"},
+    )
+    assert response.status_code == 200
+    # The legacy wire answers requests on an SSE stream; the error is the stream's last event.
+    events = [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:")]
+    reply = json.loads([e for e in events if e][-1])
+    assert reply["id"] == 8 and reply["error"]["code"] == -32601
+
+
+@pytest.mark.slow
+def test_header_body_mismatch(server: LiveServer) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": ENVELOPE}}
+    jsonrpc_error(post(server.url(), body, modern_headers("tools/call")), 400, -32020)
+
+
+@pytest.mark.slow
+def test_missing_envelope(server: LiveServer) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    jsonrpc_error(post(server.url(), body, modern_headers("tools/list")), 400, -32602)
+
+
+@pytest.mark.slow
+def test_unsupported_version(server: LiveServer) -> None:
+    envelope = {**ENVELOPE, "io.modelcontextprotocol/protocolVersion": "2099-01-01"}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": envelope}}
+    headers = {**modern_headers("tools/list"), "MCP-Protocol-Version": "2099-01-01"}
+    error = jsonrpc_error(post(server.url(), body, headers), 400, -32022)
+    assert MODERN in error["error"]["data"]["supported"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_wrong_content_type_and_accept(server: LiveServer, era: str) -> None:
+    headers = modern_headers("tools/list") if era == "modern" else {}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": ENVELOPE}}
+    jsonrpc_error(post(server.url(), body, {**headers, "Content-Type": "text/plain"}), 400, -32600)
+    jsonrpc_error(post(server.url(), body, {**headers, "Accept": "text/html"}), 406, -32600)
+
+
+@pytest.mark.slow
+def test_modern_get_and_delete_are_405(server: LiveServer) -> None:
+    for method in ("GET", "DELETE"):
+        response = httpx.request(method, server.url(), headers={"MCP-Protocol-Version": MODERN}, timeout=10)
+        assert response.status_code == 405
+        assert response.headers["allow"] == "POST"
+
+
+@pytest.mark.slow
+def test_unknown_and_missing_session(server: LiveServer) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    jsonrpc_error(post(server.url(), body, {"Mcp-Session-Id": "f" * 32}), 404, -32600)
+    jsonrpc_error(post(server.url(), body), 400, -32600)
+    response = httpx.get(server.url(), headers={"Accept": "text/event-stream", "Mcp-Session-Id": "nope"}, timeout=10)
+    jsonrpc_error(response, 404, -32600)
+
+
+@pytest.mark.slow
+def test_deleted_session_is_gone_on_every_worker(server: LiveServer) -> None:
+    session = initialize(server.url())
+    headers = {"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
+    listed = post(server.url(), {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers)
+    assert listed.status_code == 200 and "tools" in listed.json()["result"]
+    assert httpx.delete(server.url(), headers=headers, timeout=10).status_code == 200
+    for request_id in range(3, 9):  # new connections: every worker must answer 404
+        gone = post(server.url(), {"jsonrpc": "2.0", "id": request_id, "method": "tools/list"}, headers)
+        jsonrpc_error(gone, 404, -32600)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_oversized_body(server: LiveServer, era: str) -> None:
+    headers = modern_headers("tools/call", "greet") if era == "modern" else {}
+    huge = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet","arguments":{"name":"' + (
+        b"x" * (5 * 1024 * 1024)
+    ) + b'"}}}'
+    jsonrpc_error(post(server.url(), None, headers, raw=huge), 413, -32600)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_foreign_host_and_origin(server: LiveServer, era: str) -> None:
+    headers = modern_headers("tools/list") if era == "modern" else {}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": ENVELOPE}}
+    jsonrpc_error(post(server.url(), body, {**headers, "Host": "evil.example"}), 421, -32600)
+    jsonrpc_error(post(server.url(), body, {**headers, "Origin": "http://evil.example"}), 403, -32600)
+    # Same-origin browser requests are fine.
+    port = server.base_url.rsplit(":", 1)[1]
+    same = post(server.url(), body, {**headers, "Origin": f"http://127.0.0.1:{port}"})
+    assert same.status_code != 403
