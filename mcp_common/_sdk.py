@@ -18,9 +18,7 @@ def lowlevel_server(server: Any) -> Server[Any]:
         return server
     inner = getattr(server, "_lowlevel_server", None)
     if not isinstance(inner, Server):
-        raise TypeError(
-            f"expected an mcp.server.MCPServer or a low-level mcp Server, got {type(server).__name__}"
-        )
+        raise TypeError(f"expected an mcp.server.MCPServer or a low-level mcp Server, got {type(server).__name__}")
     return inner
 
 

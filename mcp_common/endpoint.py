@@ -35,6 +35,8 @@ from mcp_common.store import SessionStore
 
 logger = logging.getLogger("mcp_common")
 
+_LIFESPANS: set[asyncio.Task[None]] = set()
+
 T = TypeVar("T")
 
 current_request: contextvars.ContextVar[HTTPRequest | None] = contextvars.ContextVar(
@@ -82,6 +84,13 @@ class MCPEndpoint:
         self._lifespan_state: Any = None
         self._started: asyncio.Future[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._lifespan_task: asyncio.Task[None] | None = None
+
+    def close(self) -> None:
+        """Exit the server's lifespan in this process (it is entered again on the next request)."""
+        task, self._lifespan_task, self._started = self._lifespan_task, None, None
+        if task is not None and not task.done():
+            task.get_loop().call_soon_threadsafe(task.cancel)
 
     # -- process-local machinery, rebuilt in a forked worker ---------------------------------
 
@@ -108,8 +117,10 @@ class MCPEndpoint:
     async def _ensure_started(self) -> None:
         if self._started is None:
             self._started = asyncio.get_running_loop().create_future()
-            task = asyncio.create_task(self._run_lifespan(self._started))
-            self._tasks.add(task)
+            self._lifespan_task = asyncio.create_task(self._run_lifespan(self._started))
+            # Held by the module too: the lifespan outlives any one reference to the endpoint.
+            _LIFESPANS.add(self._lifespan_task)
+            self._lifespan_task.add_done_callback(_LIFESPANS.discard)
         await asyncio.shield(self._started)
 
     async def _run_lifespan(self, started: asyncio.Future[None]) -> None:

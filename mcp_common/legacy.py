@@ -304,9 +304,7 @@ class LegacyProtocol:
             return await self._get(request)
         if request.method == "DELETE":
             return await self._delete(request)
-        return error_response(
-            405, INVALID_REQUEST, "Method Not Allowed", headers={"Allow": "GET, POST, DELETE"}
-        )
+        return error_response(405, INVALID_REQUEST, "Method Not Allowed", headers={"Allow": "GET, POST, DELETE"})
 
     async def _session(self, request: HTTPRequest) -> SessionRecord | HTTPResponse:
         session_id = request.header(SESSION_HEADER)
@@ -485,9 +483,7 @@ class LegacyProtocol:
     ) -> None:
         request_id = str(message.id)
         payload = dumps(raw)
-        answered = await self.endpoint.db(
-            self.endpoint.store.answer_pending, session.session_id, request_id, payload
-        )
+        answered = await self.endpoint.db(self.endpoint.store.answer_pending, session.session_id, request_id, payload)
         if answered:
             self.waiters.answer(session.session_id, request_id, payload)
         else:

@@ -62,12 +62,21 @@ class LoopRunner:
 
         try:
             self._loop.run_until_complete(main())
+            # Let lifespans and in-flight calls unwind instead of being destroyed mid-await.
+            pending = [t for t in asyncio.all_tasks(self._loop) if not t.done()]
+            for task in pending:
+                task.cancel()
+            if pending:
+                self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            self._loop.run_until_complete(self._loop.shutdown_asyncgens())
         finally:
             self._loop.close()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 5.0) -> None:
         if self._stop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._stop.set)
+            if not self.in_loop_thread():
+                self._thread.join(timeout)
 
     def in_loop_thread(self) -> bool:
         return threading.current_thread() is self._thread

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 
-from example_project.settings_common import DATA_DIR, SECRET_KEY, database_url, parse_database_url
+from example_project import settings_common
+from example_project.settings_common import DATA_DIR, database_url, parse_database_url
+
+SECRET_KEY = settings_common.SECRET_KEY
 
 DEBUG = os.environ.get("MCP_EXAMPLE_DEBUG", "1") == "1"
 ALLOWED_HOSTS = ["localhost", "127.0.0.1", "[::1]"]

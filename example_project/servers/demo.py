@@ -29,15 +29,13 @@ async def ask_quantity(product: str) -> Quantity | Elicit[Quantity]:
 
 
 @mcp.tool()
-async def add_to_cart(
-    product: str, quantity: Annotated[ElicitationResult[Quantity], Resolve(ask_quantity)]
-) -> str:
+async def add_to_cart(product: str, quantity: Annotated[ElicitationResult[Quantity], Resolve(ask_quantity)]) -> str:
     """Add a product to the cart; the quantity is asked of the user."""
     if product not in _CATALOGUE:
         return f"Unknown product {product!r}; try one of {', '.join(_CATALOGUE)}."
     match quantity:
         case AcceptedElicitation(data=Quantity(quantity=n)):
-            return f"Added {n} × {product} ({n * _CATALOGUE[product]:.2f} EUR)."
+            return f"Added {n} x {product} ({n * _CATALOGUE[product]:.2f} EUR)."
         case _:
             return "Nothing added."
 

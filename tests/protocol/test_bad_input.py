@@ -175,9 +175,11 @@ def test_deleted_session_is_gone_on_every_worker(server: LiveServer) -> None:
 @pytest.mark.parametrize("era", ["legacy", "modern"])
 def test_oversized_body(server: LiveServer, era: str) -> None:
     headers = modern_headers("tools/call", "greet") if era == "modern" else {}
-    huge = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet","arguments":{"name":"' + (
-        b"x" * (5 * 1024 * 1024)
-    ) + b'"}}}'
+    huge = (
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet","arguments":{"name":"'
+        + (b"x" * (5 * 1024 * 1024))
+        + b'"}}}'
+    )
     jsonrpc_error(post(server.url(), None, headers, raw=huge), 413, -32600)
 
 

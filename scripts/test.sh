@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone: services, venv, installs, Node for the conformance
+# suite, then pytest. Extra arguments go to pytest (e.g. scripts/test.sh -k django -x).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\n== %s\n' "$*"; }
+
+# -- services this machine runs on localhost; start any that is down -------------------------
+if command -v pg_isready >/dev/null 2>&1 && ! pg_isready -h 127.0.0.1 -p 5432 -q; then
+  log "starting PostgreSQL"
+  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start || true
+  for _ in $(seq 1 30); do pg_isready -h 127.0.0.1 -p 5432 -q && break; sleep 1; done
+fi
+if command -v redis-cli >/dev/null 2>&1 && ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+  log "starting Redis"
+  mkdir -p /var/lib/redis /var/log/redis
+  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+    --dir /var/lib/redis --logfile /var/log/redis/ci.log
+fi
+
+# -- Python environments ------------------------------------------------------------------------
+PYTHON=${PYTHON:-python3}
+VENV=${MCP_VENV:-.venv}
+if [ ! -x "$VENV/bin/python" ]; then
+  log "creating $VENV with $($PYTHON --version)"
+  "$PYTHON" -m venv "$VENV"
+fi
+log "installing the project and its test dependencies"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+
+# -- Node 22 and the pinned conformance suites (cached in .cache/) -----------------------------
+log "installing Node 22 and the MCP conformance suite"
+"$VENV/bin/python" scripts/conformance.py install
+
+log "running the test suite ($("$VENV/bin/python" -c 'import django, flask, mcp, sys; print(f"Python {sys.version.split()[0]}, Django {django.__version__}, Flask {flask.__version__}, mcp {mcp.__version__ if hasattr(mcp, "__version__") else ""}")'))"
+"$VENV/bin/python" -m pytest "$@"
+
+# -- Django 6 needs Python >= 3.12: run the Django tests there too, when this machine has one ---
+PY312=${PY312:-$(command -v python3.12 || ls -d /root/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null | head -n1 || true)}
+if [ -n "$PY312" ] && [ "$#" -eq 0 ]; then
+  VENV6=${MCP_VENV_DJANGO6:-.venv-django6}
+  if [ ! -x "$VENV6/bin/python" ]; then
+    log "creating $VENV6 with $($PY312 --version)"
+    "$PY312" -m venv "$VENV6"
+  fi
+  "$VENV6/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
+  "$VENV6/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev]' 'Django>=6.0,<6.2'
+  log "running the Django tests on $("$VENV6/bin/python" -c 'import django, sys; print(f"Python {sys.version.split()[0]}, Django {django.__version__}")')"
+  "$VENV6/bin/python" -m pytest -m "not conformance" -k "django or core" tests/core tests/django tests/protocol
+fi

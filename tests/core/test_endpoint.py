@@ -1,0 +1,258 @@
+"""The core pipeline with no framework: two endpoints over one store stand for two workers
+sharing a database (each with its own MCPServer instance, as separate processes would have)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Annotated, Any
+
+import pytest
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context, Elicit, Resolve
+from pydantic import BaseModel
+
+from mcp_common import HTTPRequest, HTTPResponse, MCPConfig, MCPEndpoint, MemoryStore
+
+MODERN = "2026-07-28"
+LEGACY = "2025-11-25"
+SECRET = "a-shared-secret-key-that-is-long-enough-0123456789"
+
+
+class Name(BaseModel):
+    name: str
+
+
+async def ask_name() -> Name | Elicit[Name]:
+    return Elicit("Who are you?", Name)
+
+
+def build_server() -> MCPServer:
+    server = MCPServer("Workers")
+
+    @server.tool()
+    async def hello(who: Annotated[Name, Resolve(ask_name)]) -> str:
+        return f"Hello, {who.name}!"
+
+    @server.tool()
+    async def interview(ctx: Context) -> str:
+        answer = await ctx.elicit("Your name?", schema=Name)
+        return f"Interviewed {answer.data.name}" if answer.action == "accept" else f"No interview ({answer.action})"
+
+    @server.tool()
+    async def slow_report(ctx: Context) -> str:
+        await ctx.report_progress(1, 2, "half way")
+        # The server may end the SSE stream mid-call; the client resumes with Last-Event-ID.
+        await ctx.close_sse_stream()
+        await ctx.report_progress(2, 2, "done")
+        return "report ready"
+
+    return server
+
+
+def endpoint(store: MemoryStore, secret: str = SECRET, **config: Any) -> MCPEndpoint:
+    return MCPEndpoint(build_server(), MCPConfig(secret_keys=(secret,), poll_interval=0.02, **config), store)
+
+
+def request(method: str, body: Any = None, **headers: str) -> HTTPRequest:
+    base = {"host": "localhost", "content-type": "application/json", "accept": "application/json, text/event-stream"}
+    base.update({k.replace("_", "-").lower(): v for k, v in headers.items()})
+    return HTTPRequest(method, base, json.dumps(body).encode() if body is not None else b"")
+
+
+def modern_call(name: str, arguments: dict[str, Any], **extra: Any) -> HTTPRequest:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    }
+    params = {"name": name, "arguments": arguments, "_meta": meta, **extra}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    return request("POST", body, mcp_protocol_version=MODERN, mcp_method="tools/call", mcp_name=name)
+
+
+def events(point: MCPEndpoint, response: HTTPResponse) -> list[dict[str, Any]]:
+    """Read a whole SSE response: each event's id (if any) and parsed data."""
+    out = []
+    for chunk in point.iter_body(response):
+        fields = dict(
+            line.split(": ", 1) if ": " in line else (line.rstrip(":"), "")
+            for line in chunk.decode().strip().split("\n")
+        )
+        out.append({"id": fields.get("id"), "data": json.loads(fields["data"]) if fields.get("data") else None})
+    return out
+
+
+def test_request_state_minted_by_one_worker_is_accepted_by_another() -> None:
+    store = MemoryStore()
+    first, second = endpoint(store), endpoint(store)
+    asked = first.handle(modern_call("hello", {}))
+    result = json.loads(asked.body)["result"]
+    assert result["resultType"] == "input_required"
+    ((key, question),) = result["inputRequests"].items()
+    assert question["params"]["message"] == "Who are you?"
+    retry = modern_call(
+        "hello",
+        {},
+        inputResponses={key: {"action": "accept", "content": {"name": "Ada"}}},
+        requestState=result["requestState"],
+    )
+    done = json.loads(second.handle(retry).body)["result"]
+    assert done["content"][0]["text"] == "Hello, Ada!"
+
+
+def test_request_state_from_another_deployment_is_rejected() -> None:
+    store = MemoryStore()
+    ours, theirs = endpoint(store), endpoint(store, secret="another-secret-key-that-is-long-enough-987654321")
+    result = json.loads(theirs.handle(modern_call("hello", {})).body)["result"]
+    ((key, _),) = result["inputRequests"].items()
+    retry = modern_call(
+        "hello",
+        {},
+        inputResponses={key: {"action": "accept", "content": {"name": "Eve"}}},
+        requestState=result["requestState"],
+    )
+    response = ours.handle(retry)
+    body = json.loads(response.body)
+    assert response.status == 400
+    assert body["error"]["code"] == -32602
+    assert body["error"]["data"] == {"reason": "invalid_request_state"}
+
+
+def initialize(point: MCPEndpoint, capabilities: dict[str, Any] | None = None) -> str:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": LEGACY,
+            "capabilities": capabilities or {},
+            "clientInfo": {"name": "t", "version": "0"},
+        },
+    }
+    response = point.handle(request("POST", body))
+    assert response.status == 200, response.body
+    return response.headers["Mcp-Session-Id"]
+
+
+def legacy(session: str, body: Any) -> HTTPRequest:
+    return request("POST", body, mcp_session_id=session, mcp_protocol_version=LEGACY)
+
+
+def test_session_lives_in_the_store_not_in_a_worker() -> None:
+    store = MemoryStore()
+    first, second = endpoint(store), endpoint(store)
+    session = initialize(first)
+    listed = second.handle(legacy(session, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+    assert {t["name"] for t in json.loads(listed.body)["result"]["tools"]} == {"hello", "interview", "slow_report"}
+    assert first.handle(request("DELETE", mcp_session_id=session)).status == 200
+    gone = second.handle(legacy(session, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+    assert gone.status == 404
+
+
+def test_session_is_bound_to_its_principal() -> None:
+    store = MemoryStore()
+    point = endpoint(store)
+    body = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+    }
+    owned = request("POST", body)
+    owned.principal = "user:1"
+    session = point.handle(owned).headers["Mcp-Session-Id"]
+    other = legacy(session, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    other.principal = "user:2"
+    assert point.handle(other).status == 404
+    mine = legacy(session, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    mine.principal = "user:1"
+    assert point.handle(mine).status == 200
+
+
+def test_elicitation_answered_through_another_worker() -> None:
+    store = MemoryStore()
+    asking, answering = endpoint(store), endpoint(store)
+    session = initialize(asking, {"elicitation": {}})
+    response = asking.handle(
+        legacy(
+            session,
+            {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "interview", "arguments": {}}},
+        )
+    )
+    assert response.headers["Content-Type"] == "text/event-stream"
+    stream = asking.iter_body(response)
+    seen: list[dict[str, Any]] = []
+
+    def read() -> None:
+        for chunk in stream:
+            text = chunk.decode()
+            data = [line[6:] for line in text.split("\n") if line.startswith("data: ")]
+            if data and data[0]:
+                message = json.loads(data[0])
+                seen.append(message)
+                if message.get("method") == "elicitation/create":
+                    answer = {
+                        "jsonrpc": "2.0",
+                        "id": message["id"],
+                        "result": {"action": "accept", "content": {"name": "Grace"}},
+                    }
+                    assert answering.handle(legacy(session, answer)).status == 202
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    reader.join(10)
+    assert not reader.is_alive()
+    assert seen[0]["method"] == "elicitation/create"
+    assert seen[0]["params"]["message"] == "Your name?"
+    assert seen[-1] == {"jsonrpc": "2.0", "id": 5, "result": seen[-1]["result"]}
+    assert seen[-1]["result"]["content"][0]["text"] == "Interviewed Grace"
+    # The second answer to the same request is refused quietly: the first one won.
+    late = {"jsonrpc": "2.0", "id": seen[0]["id"], "result": {"action": "decline"}}
+    assert answering.handle(legacy(session, late)).status == 202
+
+
+def test_unanswered_elicitation_ends_as_cancel() -> None:
+    store = MemoryStore()
+    point = endpoint(store, request_timeout=0.3)
+    session = initialize(point, {"elicitation": {}})
+    response = point.handle(
+        legacy(
+            session,
+            {"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "interview", "arguments": {}}},
+        )
+    )
+    final = [e for e in events(point, response) if e["data"]][-1]["data"]
+    assert final["result"]["content"][0]["text"] == "No interview (cancel)"
+
+
+@pytest.mark.parametrize("resume_on", ["same", "other"])
+def test_stream_closed_by_the_server_resumes_on_any_worker(resume_on: str) -> None:
+    store = MemoryStore()
+    first, second = endpoint(store), endpoint(store)
+    session = initialize(first)
+    call = legacy(
+        session,
+        {
+            "jsonrpc": "2.0",
+            "id": 9,
+            "method": "tools/call",
+            "params": {"name": "slow_report", "arguments": {}, "_meta": {"progressToken": "p1"}},
+        },
+    )
+    before = events(first, first.handle(call))
+    assert before[0]["id"] is not None and before[0]["data"] is None  # the priming event
+    assert before[-1]["data"]["params"]["message"] == "half way"
+    last_id = before[-1]["id"]
+    resumer = first if resume_on == "same" else second
+    resumed = resumer.handle(
+        request(
+            "GET",
+            mcp_session_id=session,
+            mcp_protocol_version=LEGACY,
+            last_event_id=last_id,
+            accept="text/event-stream",
+        )
+    )
+    after = [e["data"] for e in events(resumer, resumed) if e["data"]]
+    assert after[0]["params"]["message"] == "done"
+    assert after[-1]["id"] == 9 and after[-1]["result"]["content"][0]["text"] == "report ready"

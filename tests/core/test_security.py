@@ -1,0 +1,58 @@
+"""Host and Origin rules (DNS-rebinding protection)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mcp_common.config import MCPConfig
+from mcp_common.security import check_request, host_allowed, origin_allowed
+
+
+@pytest.mark.parametrize(
+    ("host", "allowed", "ok"),
+    [
+        ("127.0.0.1:8000", (), True),
+        ("localhost", (), True),
+        ("[::1]:8000", (), True),
+        ("evil.example", (), False),
+        ("api.example.com", ("api.example.com",), True),
+        ("api.example.com:443", ("api.example.com",), True),
+        ("x.example.com", (".example.com",), True),
+        ("example.com", (".example.com",), True),
+        ("badexample.com", (".example.com",), False),
+        ("anything", ("*",), True),
+        ("api.example.com:8443", ("api.example.com:8443",), True),
+        ("api.example.com:9999", ("api.example.com:8443",), False),
+        ("127.0.0.1:5", ("127.0.0.1:*",), True),
+        ("", ("*",), False),
+        ("localhost", ("api.example.com",), False),
+    ],
+)
+def test_host_allowed(host: str, allowed: tuple[str, ...], ok: bool) -> None:
+    assert host_allowed(host, allowed) is ok
+
+
+@pytest.mark.parametrize(
+    ("origin", "host", "allowed", "ok"),
+    [
+        ("http://127.0.0.1:8000", "127.0.0.1:8000", (), True),
+        ("http://evil.example", "127.0.0.1:8000", (), False),
+        ("null", "127.0.0.1:8000", (), False),
+        ("https://app.example.com", "api.example.com", ("https://app.example.com",), True),
+        ("http://localhost:3000", "api.example.com", ("http://localhost:*",), True),
+        ("http://evil.example", "api.example.com", ("*",), True),
+    ],
+)
+def test_origin_allowed(origin: str, host: str, allowed: tuple[str, ...], ok: bool) -> None:
+    assert origin_allowed(origin, host, allowed) is ok
+
+
+def test_check_request_statuses() -> None:
+    config = MCPConfig(max_body_size=10)
+    too_big = check_request(config, {"host": "localhost"}, 11)
+    assert too_big is not None and too_big.status == 413
+    foreign = check_request(config, {"host": "evil.example"}, 1)
+    assert foreign is not None and foreign.status == 421
+    cross = check_request(config, {"host": "localhost", "origin": "http://evil.example"}, 1)
+    assert cross is not None and cross.status == 403
+    assert check_request(config, {"host": "localhost", "origin": "http://localhost"}, 1) is None
