@@ -32,9 +32,9 @@ def _refusal(request: HttpRequest) -> HttpResponse | None:
     if not _is_mcp_path(getattr(request, "urlconf", None), request.path_info):
         return None
     from mcp_django.conf import mcp_settings
+    from mcp_django.views import raw_host
 
-    host = request.META.get("HTTP_HOST", "")
-    if host_allowed(host, mcp_settings.build_config().allowed_hosts):
+    if host_allowed(raw_host(request), mcp_settings.build_config().allowed_hosts):
         return None
     response = HttpResponse(
         b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Host header"}}',

@@ -7,8 +7,9 @@ connection that went bad (database restart) is closed and the call retried once.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connections, router
 from django.utils import timezone
@@ -24,16 +25,15 @@ def _ts(value: float) -> dt.datetime:
 
 
 def _retry(fn: Callable[..., T]) -> Callable[..., T]:
-    def wrapper(*args: object) -> T:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
         try:
-            return fn(*args)
+            return fn(*args, **kwargs)
         except (InterfaceError, OperationalError):
             alias = router.db_for_write(MCPSession)
             connections[alias].close()
-            return fn(*args)
+            return fn(*args, **kwargs)
 
-    wrapper.__name__ = fn.__name__
-    wrapper.__doc__ = fn.__doc__
     return wrapper
 
 

@@ -26,11 +26,19 @@ def principal_of(request: HttpRequest) -> str | None:
     return None
 
 
+def raw_host(request: HttpRequest) -> str:
+    """The Host header, or what Django's ``get_host()`` falls back to (HTTP/1.0, test client)."""
+    meta = request.META
+    if meta.get("HTTP_HOST"):
+        return str(meta["HTTP_HOST"])
+    name, port = str(meta.get("SERVER_NAME", "")), str(meta.get("SERVER_PORT", ""))
+    default = "443" if request.is_secure() else "80"
+    return name if not port or port == default else f"{name}:{port}"
+
+
 def _headers(request: HttpRequest) -> dict[str, str]:
     headers = {name.lower(): value for name, value in request.headers.items()}
-    # WSGI folds the Host header into META; make sure it is there under its own name.
-    if "host" not in headers and "HTTP_HOST" in request.META:
-        headers["host"] = request.META["HTTP_HOST"]
+    headers["host"] = raw_host(request)
     return headers
 
 

@@ -24,6 +24,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "mcp_django",
+    "example_project.django_site.shop",
 ]
 MIDDLEWARE = [
     "mcp_django.middleware.MCPMiddleware",

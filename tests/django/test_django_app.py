@@ -1,0 +1,101 @@
+"""Django-only behaviour: settings, system checks, discovery of apps' mcp.py, the ORM store."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from django.core.checks import run_checks
+from django.test import Client, override_settings
+
+from mcp_common.store import SessionRecord
+from mcp_django.conf import mcp_settings
+from mcp_django.store import DjangoStore
+
+LEGACY_INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+}
+HEADERS = {"HTTP_ACCEPT": "application/json, text/event-stream"}
+
+
+def check_ids() -> set[str]:
+    return {m.id for m in run_checks(tags=["mcp"]) if m.id}
+
+
+def test_settings_defaults_and_override() -> None:
+    assert mcp_settings.MAX_BODY_SIZE == 4 * 1024 * 1024
+    with override_settings(MCP={"SERVER": "example_project.servers.library.mcp", "MAX_BODY_SIZE": 10}):
+        assert mcp_settings.MAX_BODY_SIZE == 10
+        assert mcp_settings.build_config().max_body_size == 10
+    assert mcp_settings.MAX_BODY_SIZE == 4 * 1024 * 1024
+
+
+def test_system_checks() -> None:
+    assert check_ids() == set()
+    with override_settings(MCP={"SERVR": "x"}):
+        assert "mcp_django.E001" in check_ids()
+    with override_settings(MCP={"SERVER": "no.such.module.mcp"}):
+        assert "mcp_django.E002" in check_ids()
+    with override_settings(MCP={"SERVER": "django.conf.settings"}):
+        assert "mcp_django.E002" in check_ids()
+    with override_settings(MCP={"POLL_INTERVAL": 0}):
+        assert "mcp_django.E003" in check_ids()
+    with override_settings(MIDDLEWARE=["django.middleware.common.CommonMiddleware"]):
+        assert "mcp_django.W002" in check_ids()
+    with override_settings(SECRET_KEY="short"):
+        assert "mcp_django.W001" in check_ids()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_apps_mcp_modules_are_discovered() -> None:
+    client = Client()
+    init = client.post("/mcp", json.dumps(LEGACY_INIT), content_type="application/json", **HEADERS)
+    assert init.status_code == 200, init.content
+    session = init["Mcp-Session-Id"]
+    listed = client.post(
+        "/mcp",
+        json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        content_type="application/json",
+        HTTP_MCP_SESSION_ID=session,
+        HTTP_MCP_PROTOCOL_VERSION="2025-11-25",
+        **HEADERS,
+    )
+    names = {tool["name"] for tool in listed.json()["result"]["tools"]}
+    assert "shop_opening_hours" in names and "add_to_cart" in names
+
+
+@pytest.mark.django_db
+def test_unconfigured_server_is_a_clear_error() -> None:
+    from django.core.exceptions import ImproperlyConfigured
+
+    from mcp_django.registry import resolve_server
+
+    with override_settings(MCP={}), pytest.raises(ImproperlyConfigured, match='MCP = {"SERVER"'):
+        resolve_server(None)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_store_round_trip() -> None:
+    store = DjangoStore()
+    now = time.time()
+    store.create_session(SessionRecord("s1", "2025-11-25", "{}", "django-user:1", "Demo", now, now))
+    record = store.get_session("s1")
+    assert record is not None and record.principal == "django-user:1"
+    first = store.append_event("s1", "get", '{"a":1}')
+    second = store.append_event("s1", "get", '{"a":2}', final=True)
+    assert [e.event_id for e in store.events_after("s1", "get", 0)] == [first, second]
+    assert [e.final for e in store.events_after("s1", "get", first)] == [True]
+    store.set_cursor("s1", second)
+    store.set_cursor("s1", first)  # never goes back
+    assert store.get_cursor("s1") == second
+    store.create_pending("s1", "r1", "elicitation/create", "{}")
+    assert store.answer_pending("s1", "r1", '{"result":{}}') is True
+    assert store.answer_pending("s1", "r1", '{"result":{"late":true}}') is False
+    pending = store.get_pending("s1", "r1")
+    assert pending is not None and pending.response == '{"result":{}}'
+    assert store.purge_expired(now + 1) == 1
+    assert store.get_session("s1") is None and store.events_after("s1", "get", 0) == []
