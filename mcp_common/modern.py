@@ -105,7 +105,7 @@ def _reply_status(reply: dict[str, Any]) -> int:
 async def handle_modern(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPResponse:
     config = endpoint.config
     if request.method != "POST":
-        return HTTPResponse(405, {"Allow": "POST"})
+        return error_response(405, INVALID_REQUEST, "Method Not Allowed", headers={"Allow": "POST"})
     has_json, has_sse = accepts(request.headers)
     if not has_json or (not config.json_response and not has_sse):
         return error_response(406, INVALID_REQUEST, "Not Acceptable: Accept must list application/json")

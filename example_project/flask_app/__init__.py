@@ -1,0 +1,65 @@
+"""The Flask example app: the same MCP servers as the Django site, at the same URLs.
+
+``flask --app example_project.flask_app mcp migrate`` creates the tables, then
+``flask --app example_project.flask_app run`` (or gunicorn ``example_project.flask_app.wsgi:app``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from html import escape
+from typing import Any
+
+from flask import Flask, Response
+
+from example_project.settings_common import DATA_DIR, SECRET_KEY, SERVERS, database_url, parse_database_url
+from mcp_flask import MCP, get_state
+
+
+def _configure_logging() -> None:
+    level = os.environ.get("MCP_EXAMPLE_LOG_LEVEL", "WARNING")
+    for name in ("mcp_common", "mcp_flask"):
+        logger = logging.getLogger(name)
+        logger.setLevel(level)
+        if not logger.handlers:
+            logger.addHandler(logging.StreamHandler())
+
+
+def home() -> str:
+    links = "".join(f"<li><code>{escape(url)}</code></li>" for url in get_state().endpoints)
+    return (
+        "<!doctype html><title>MCP for Flask</title><h1>MCP for Flask: example app</h1>"
+        f"<p>MCP endpoints (Streamable HTTP):</p><ul>{links}</ul>"
+    )
+
+
+def worker_header(response: Response) -> Response:
+    """Test instrumentation (``MCP_EXAMPLE_WORKER_HEADER=1``): name the worker process that
+    served each response, to prove a session survives its requests landing on different
+    workers. Never in production: process ids are nobody's business."""
+    response.headers["X-Example-Worker"] = str(os.getpid())
+    return response
+
+
+def create_app(config: Mapping[str, Any] | None = None) -> Flask:
+    """The example app; ``config`` overrides settings (tests use it).
+
+    Tables are not created here: run ``flask mcp migrate`` or call ``MCP.migrate(app)``.
+    """
+    app = Flask(__name__)
+    app.config.update(
+        SECRET_KEY=SECRET_KEY,
+        MCP_DATABASE_URI=database_url(),
+        MCP_STREAM_HOLD_SECONDS=float(os.environ.get("MCP_EXAMPLE_STREAM_HOLD", "25")),
+    )
+    app.config.update(config or {})
+    if app.config["MCP_DATABASE_URI"] == database_url() and parse_database_url(database_url())["engine"] == "sqlite":
+        DATA_DIR.mkdir(parents=True, exist_ok=True)
+    _configure_logging()
+    MCP(app, servers={f"/mcp{suffix}": server for suffix, server in SERVERS.items()})
+    app.add_url_rule("/", "home", home)
+    if os.environ.get("MCP_EXAMPLE_WORKER_HEADER") == "1":
+        app.after_request(worker_header)
+    return app

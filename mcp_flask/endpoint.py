@@ -1,0 +1,65 @@
+"""The core's ``MCPEndpoint``, serving tools inside the Flask application context.
+
+Tools run on the core's event-loop thread, where Flask has no context. An MCP tool of a Flask
+application expects what a view has: ``current_app``, Flask-SQLAlchemy's ``db.session``,
+``app.logger``. :class:`AppContextMiddleware` pushes the serving application's context around
+every MCP request handler, so each tool call gets its own context (and its own ``db.session``,
+removed at teardown as after a view).
+"""
+
+from __future__ import annotations
+
+import contextvars
+from typing import Any
+
+from flask import Flask
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
+
+from mcp_common import _sdk
+from mcp_common.config import MCPConfig
+from mcp_common.endpoint import MCPEndpoint
+from mcp_common.http import HTTPRequest, HTTPResponse
+from mcp_common.store import SessionStore
+
+serving_app: contextvars.ContextVar[Flask | None] = contextvars.ContextVar("mcp_flask_serving_app", default=None)
+"""The Flask application whose endpoint is serving the current MCP request (on the loop thread)."""
+
+
+class AppContextMiddleware(ServerMiddleware[Any]):
+    """SDK server middleware: run each MCP request handler in the serving app's context.
+
+    One server object may be served by several applications; the application is the one that
+    received the HTTP request (:data:`serving_app`), not one fixed at install time.
+    """
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        app = serving_app.get()
+        if app is None:
+            return await call_next(ctx)
+        with app.app_context():
+            return await call_next(ctx)
+
+
+def install_app_context(server: Any) -> None:
+    """Put :class:`AppContextMiddleware` outermost on ``server`` (once per server)."""
+    chain = _sdk.lowlevel_server(server).middleware
+    if not any(isinstance(middleware, AppContextMiddleware) for middleware in chain):
+        chain.insert(0, AppContextMiddleware())
+
+
+class FlaskEndpoint(MCPEndpoint):
+    """An ``MCPEndpoint`` bound to the Flask application that serves it."""
+
+    def __init__(self, app: Flask, server: Any, config: MCPConfig, store: SessionStore) -> None:
+        super().__init__(server, config, store)
+        self.app = app
+        install_app_context(server)
+
+    async def handle_async(self, request: HTTPRequest) -> HTTPResponse:
+        # Tasks started while serving (a legacy tool call outlives this coroutine) copy the
+        # context here, so they see the app too.
+        token = serving_app.set(self.app)
+        try:
+            return await super().handle_async(request)
+        finally:
+            serving_app.reset(token)

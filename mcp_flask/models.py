@@ -1,0 +1,141 @@
+"""What a legacy MCP conversation keeps between requests (the core's ``SessionStore``).
+
+The tables live on their own :data:`metadata`, not on the application's ``db.Model``: the
+extension ships its own Alembic history (``flask mcp migrate``), and the application's
+Flask-Migrate history never sees, creates or drops them. The columns are those of
+``mcp_django.models``; the names differ (``mcp_session`` rather than
+``mcp_django_mcpsession``), and so do index and constraint names, so that a Django site and a
+Flask app can share one database.
+
+An application that autogenerates its own migrations against the same database should pass
+:func:`include_object` to Alembic (``Migrate(app, db, include_object=include_object)``), or
+autogenerate will propose dropping these tables.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import BigInteger, Boolean, DateTime, Index, Integer, MetaData, String, Text, UniqueConstraint
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+VERSION_TABLE = "mcp_alembic_version"
+"""Alembic's version table for this package's history, apart from the application's own."""
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(column_0_label)s",
+        "uq": "uq_%(table_name)s_%(column_0_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+"""The extension's own ``MetaData``: the three tables below and nothing else."""
+
+# SQLite only auto-increments an INTEGER PRIMARY KEY (a rowid alias), not a BIGINT one.
+BigAutoId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class UTCDateTime(TypeDecorator[dt.datetime]):
+    """A timezone-aware UTC timestamp on every backend.
+
+    PostgreSQL keeps the offset (``timestamptz``); SQLite keeps none, so values are stored as
+    UTC wall time and read back as UTC, never as the server's local time.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("UTCDateTime needs a timezone-aware datetime")
+        return value.astimezone(dt.UTC)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> dt.datetime | None:
+        if value is None:
+            return None
+        stamp: dt.datetime = value
+        return stamp.replace(tzinfo=dt.UTC) if stamp.tzinfo is None else stamp
+
+
+class MCPModel(DeclarativeBase):
+    """Declarative base of the extension's models, bound to :data:`metadata`."""
+
+    metadata = metadata
+
+
+class MCPSession(MCPModel):
+    """A legacy-era (protocol ≤ 2025-11-25) session, created by ``initialize``."""
+
+    __tablename__ = "mcp_session"
+
+    session_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    server_name: Mapped[str] = mapped_column(String(200))
+    protocol_version: Mapped[str] = mapped_column(String(32))
+    client_params: Mapped[str] = mapped_column(Text, doc="The client's initialize params, as JSON.")
+    principal: Mapped[str | None] = mapped_column(String(255))
+    get_cursor: Mapped[int] = mapped_column(BigInteger, default=0, doc="Last event delivered on a GET stream.")
+    created: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    last_seen: Mapped[dt.datetime] = mapped_column(UTCDateTime, index=True)
+
+    def __repr__(self) -> str:
+        return f"<MCPSession {self.session_id}>"
+
+
+class MCPEvent(MCPModel):
+    """One SSE event of a session, kept so any worker can resume a stream with Last-Event-ID."""
+
+    __tablename__ = "mcp_event"
+    __table_args__ = (Index("ix_mcp_event_stream", "session_id", "stream_key", "id"),)
+
+    id: Mapped[int] = mapped_column(BigAutoId, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(String(64))
+    stream_key: Mapped[str] = mapped_column(String(64))
+    message: Mapped[str] = mapped_column(Text)
+    final: Mapped[bool] = mapped_column(Boolean, default=False)
+    created: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    def __repr__(self) -> str:
+        return f"<MCPEvent {self.id} {self.stream_key}>"
+
+
+class MCPPendingRequest(MCPModel):
+    """A server-to-client request (elicitation, sampling, roots) waiting for the client."""
+
+    __tablename__ = "mcp_pending_request"
+    __table_args__ = (UniqueConstraint("session_id", "request_id", name="uq_mcp_pending_request"),)
+
+    id: Mapped[int] = mapped_column(BigAutoId, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(String(64))
+    request_id: Mapped[str] = mapped_column(String(64))
+    method: Mapped[str] = mapped_column(String(64))
+    params: Mapped[str] = mapped_column(Text)
+    response: Mapped[str | None] = mapped_column(Text)
+    created: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    answered: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+
+    def __repr__(self) -> str:
+        return f"<MCPPendingRequest {self.session_id} {self.request_id}>"
+
+
+TABLES = frozenset(metadata.tables)
+"""The names of the extension's tables."""
+
+
+def include_object(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
+    """An Alembic ``include_object`` hook that hides the extension's tables from an application's
+    own autogenerate (so it never proposes to drop them)."""
+    if type_ == "table":
+        return name not in TABLES and name != VERSION_TABLE
+    table = getattr(obj, "table", None)
+    return getattr(table, "name", None) not in TABLES

@@ -1,0 +1,119 @@
+"""The MCP endpoint as a Flask view: request in, response out, nothing else."""
+
+from __future__ import annotations
+
+import logging
+from typing import ClassVar
+
+from flask import Response, current_app, request
+from flask.views import View
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+
+from mcp_common.endpoint import MCPEndpoint
+from mcp_common.http import HTTPRequest, HTTPResponse
+from mcp_common.jsonrpc import error_response
+from mcp_flask.extension import get_state
+
+logger = logging.getLogger("mcp_flask")
+
+_CHUNK = 64 * 1024
+
+
+class MCPView(View):
+    """Serves MCP Streamable HTTP (both protocol eras) for the server added at ``url``.
+
+    :class:`mcp_flask.MCP` registers one per server; every method reaches the core, which
+    answers the ones MCP does not use with a JSON-RPC 405, never an HTML page.
+    """
+
+    methods: ClassVar[list[str]] = ["GET", "POST", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS"]
+    # OPTIONS goes to the core too: Flask's automatic answer would advertise methods it refuses.
+    provide_automatic_options: ClassVar[bool | None] = False
+    init_every_request: ClassVar[bool] = False
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def dispatch_request(self) -> Response:
+        try:
+            state = get_state(current_app)
+            endpoint = state.endpoints[self.url]
+            translated = self.translate_request(endpoint, state.principal())
+            if isinstance(translated, HTTPResponse):
+                return self.translate_response(endpoint, translated)
+            return self.translate_response(endpoint, endpoint.handle(translated))
+        except Exception:
+            # The core never raises; this catches the adapter's own bugs and a failing
+            # principal loader. The client gets JSON-RPC, the log gets the traceback.
+            logger.exception("MCP view for %r failed", self.url)
+            return self.translate_response(None, error_response(500, INTERNAL_ERROR, "Internal server error"))
+
+    # -- what the Flask adapter translates ---------------------------------------------------
+
+    def translate_request(self, endpoint: MCPEndpoint, principal: str | None) -> HTTPRequest | HTTPResponse:
+        body = read_body(endpoint.config.max_body_size)
+        if isinstance(body, HTTPResponse):
+            return body
+        headers = {name.lower(): value for name, value in request.headers.items()}
+        if "host" not in headers:
+            # HTTP/1.0 sends no Host header: werkzeug falls back to SERVER_NAME:SERVER_PORT.
+            headers["host"] = request.host
+        return HTTPRequest(
+            method=request.method,
+            headers=headers,
+            body=body,
+            principal=principal,
+            native=request._get_current_object(),  # type: ignore[attr-defined]
+        )
+
+    def translate_response(self, endpoint: MCPEndpoint | None, response: HTTPResponse) -> Response:
+        if response.stream is None:
+            out = Response(response.body, status=response.status)
+            if "Content-Type" not in response.headers:
+                # An empty 202/405 says nothing about its (absent) body.
+                del out.headers["Content-Type"]
+        else:
+            assert endpoint is not None
+            # Passed straight through to the WSGI server, which calls the iterator's close()
+            # when the client goes away: that ends the async stream (and, in the 2026-07-28
+            # era, cancels the call). No stream_with_context: the core needs no request
+            # context, and the request context would be held open for the whole stream.
+            out = Response(endpoint.iter_body(response), status=response.status, direct_passthrough=True)
+        out.headers.update(response.headers)
+        return out
+
+
+def _too_large(limit: int) -> HTTPResponse:
+    return error_response(413, INVALID_REQUEST, f"Request body too large (limit {limit} bytes)")
+
+
+def read_body(limit: int) -> bytes | HTTPResponse:
+    """The request body, or a refusal; never reads more than ``limit + 1`` bytes.
+
+    A declared ``Content-Length`` over the limit is refused before a byte is read; a chunked
+    body is read in pieces and refused as soon as it passes the limit.
+    """
+    declared = request.content_length
+    if declared is not None and declared > limit:
+        return _too_large(limit)
+    try:
+        if declared is not None:
+            return request.get_data(cache=True)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = request.stream.read(min(_CHUNK, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            return _too_large(limit)
+        return b"".join(chunks)
+    except RequestEntityTooLarge:
+        # The application's MAX_CONTENT_LENGTH is lower than MCP_MAX_BODY_SIZE.
+        return _too_large(request.max_content_length or limit)
+    except HTTPException as exc:
+        # A client that disconnected mid-body, a malformed chunk: werkzeug's 400.
+        return error_response(exc.code or 400, INVALID_REQUEST, exc.name)

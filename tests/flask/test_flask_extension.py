@@ -1,0 +1,504 @@
+"""``MCP`` as a Flask extension: registration, configuration, routes, the view's translation."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
+
+from mcp_flask import MCP, get_state
+from mcp_flask.conf import LOOPBACK_HOSTS
+
+SSE_AND_JSON = "application/json, text/event-stream"
+
+server = MCPServer("FlaskTests")
+cancelled = threading.Event()
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Echo the text."""
+    return text
+
+
+@server.tool()
+async def wait_forever(ctx: Context) -> str:
+    """Report progress, then wait until the client goes away."""
+    import asyncio
+
+    await ctx.report_progress(1, 2, "started")
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        cancelled.set()
+        raise
+    return "never"
+
+
+def _initialize(client: Any, url: str = "/mcp", **headers: str) -> Any:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    return client.post(url, json=body, headers={"Accept": SSE_AND_JSON, **headers})
+
+
+# -- registration ------------------------------------------------------------------------------
+
+
+def test_init_app_twice_raises(make_app: Callable[..., Flask]) -> None:
+    app = make_app()
+    mcp = MCP(app, server=server)
+    with pytest.raises(RuntimeError, match=r"already been registered.*add_server"):
+        mcp.init_app(app)
+    with pytest.raises(RuntimeError, match="already been registered"):
+        MCP(app, server=server)
+
+
+def test_one_instance_many_apps(make_app: Callable[..., Flask]) -> None:
+    mcp = MCP(server=server)
+    first, second = make_app(), make_app()
+    mcp.init_app(first)
+    mcp.init_app(second)
+    assert mcp.endpoint(app=first) is not mcp.endpoint(app=second)
+    assert get_state(first).endpoints["/mcp"].app is first
+
+
+def test_servers_are_added_before_init_app(make_app: Callable[..., Flask]) -> None:
+    with pytest.raises(RuntimeError, match="No MCP server"):
+        MCP(make_app())
+    mcp = MCP(make_app(), server=server)
+    with pytest.raises(RuntimeError, match="before calling init_app"):
+        mcp.add_server(server, "/mcp/more")
+
+
+@pytest.mark.parametrize("url", ["mcp", "/mcp/", ""])
+def test_bad_url(url: str) -> None:
+    with pytest.raises(ValueError, match="starts with '/'"):
+        MCP(server=server, url=url)
+
+
+def test_duplicate_url_and_wrong_server_type() -> None:
+    mcp = MCP(server=server)
+    with pytest.raises(ValueError, match="already added"):
+        mcp.add_server(server, "/mcp")
+    with pytest.raises(TypeError, match="MCPServer"):
+        mcp.add_server(object(), "/other")
+
+
+def test_dotted_path_servers_resolve_at_init_app(make_app: Callable[..., Flask]) -> None:
+    app = make_app()
+    mcp = MCP(servers={"/mcp": "example_project.servers.demo.mcp", "/mcp/files": "example_project.servers.files.mcp"})
+    mcp.add_server("example_project.servers.library.mcp", "/tools/library", name="library")
+    mcp.init_app(app)
+    assert mcp.endpoint("/mcp/files", app).name == "Files"
+    with app.test_request_context():
+        from flask import url_for
+
+        assert url_for("library") == "/tools/library"
+        assert url_for("mcp_files") == "/mcp/files"
+    with pytest.raises(ValueError, match="could not be imported"):
+        MCP(make_app(), server="example_project.servers.nope.mcp")
+
+
+# -- configuration -----------------------------------------------------------------------------
+
+
+def test_defaults_are_set_in_app_config(make_app: Callable[..., Flask]) -> None:
+    app = make_app(SECRET_KEY_FALLBACKS=["old-secret-key-0123456789abcdef0123456789"])
+    MCP(app, server=server)
+    assert app.config["MCP_ALLOWED_HOSTS"] == list(LOOPBACK_HOSTS)
+    assert app.config["MCP_STREAM_HOLD_SECONDS"] == 25.0
+    config = get_state(app).config
+    assert config.allowed_hosts == LOOPBACK_HOSTS
+    assert config.max_body_size == 4 * 1024 * 1024
+    assert config.json_response is False
+    assert len(config.secret_keys) == 2 and config.secret_keys[0] == app.config["SECRET_KEY"]
+
+
+def test_values_from_config(make_app: Callable[..., Flask]) -> None:
+    app = make_app(
+        MCP_ALLOWED_HOSTS=[".example.com"],
+        MCP_ALLOWED_ORIGINS=["https://app.example.com"],
+        MCP_MAX_BODY_SIZE=1000,
+        MCP_SESSION_TTL=60,
+        MCP_REQUEST_TIMEOUT=5,
+        MCP_SSE_RETRY_MS=0,
+        MCP_STREAM_HOLD_SECONDS=2,
+        MCP_POLL_INTERVAL=0.5,
+        MCP_JSON_RESPONSE=True,
+    )
+    MCP(app, server=server)
+    config = get_state(app).config
+    assert config.allowed_hosts == (".example.com",)
+    assert config.allowed_origins == ("https://app.example.com",)
+    assert (config.max_body_size, config.session_ttl, config.request_timeout) == (1000, 60.0, 5.0)
+    assert (config.sse_retry_ms, config.stream_hold_seconds, config.poll_interval) == (0, 2.0, 0.5)
+    assert config.json_response is True
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("MCP_SESSION_TTL", 0),
+        ("MCP_REQUEST_TIMEOUT", -1),
+        ("MCP_STREAM_HOLD_SECONDS", "25"),
+        ("MCP_POLL_INTERVAL", True),
+        ("MCP_MAX_BODY_SIZE", 1.5),
+        ("MCP_SSE_RETRY_MS", -1),
+        ("MCP_ALLOWED_HOSTS", "example.com"),
+        ("MCP_ALLOWED_ORIGINS", [1]),
+        ("MCP_JSON_RESPONSE", "yes"),
+        ("MCP_DATABASE_URI", "not a database url"),
+        ("MCP_ENGINE_OPTIONS", ["pool_size", 5]),
+        ("SECRET_KEY_FALLBACKS", "old-key"),
+    ],
+)
+def test_bad_values_name_the_option(make_app: Callable[..., Flask], key: str, value: Any) -> None:
+    app = make_app(**{key: value})
+    with pytest.raises(ValueError, match=key):
+        MCP(app, server=server)
+    assert "mcp" not in app.extensions
+
+
+def test_secret_key_is_required(make_app: Callable[..., Flask]) -> None:
+    app = make_app(SECRET_KEY=None)
+    with pytest.raises(ValueError, match="SECRET_KEY is not set"):
+        MCP(app, server=server)
+
+
+def test_default_database_is_in_the_instance_folder(tmp_path: Path) -> None:
+    app = Flask("defaults", instance_path=str(tmp_path / "instance"))
+    app.config["SECRET_KEY"] = "x" * 40
+    MCP(app, server=server)
+    assert app.config["MCP_DATABASE_URI"] == f"sqlite:///{tmp_path / 'instance' / 'mcp.sqlite3'}"
+    assert (tmp_path / "instance").is_dir()
+
+
+def test_default_database_is_flask_sqlalchemys(tmp_path: Path) -> None:
+    from flask_sqlalchemy import SQLAlchemy
+
+    app = Flask("with_db", instance_path=str(tmp_path / "instance"))
+    app.config.update(SECRET_KEY="x" * 40, SQLALCHEMY_DATABASE_URI="sqlite:///app.db")
+    db = SQLAlchemy(app)
+    MCP(app, server=server, db=db)
+    # Flask-SQLAlchemy's rule for a relative SQLite path: the instance folder. Same file.
+    with app.app_context():
+        assert str(db.engine.url) == app.config["MCP_DATABASE_URI"]
+        # Its own engine: the store runs on threads that have no application context.
+        assert get_state(app).engine is not db.engine
+
+
+def test_short_secret_key_is_logged(make_app: Callable[..., Flask], caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, "mcp_flask"):
+        MCP(make_app(SECRET_KEY="short"), server=server)
+    assert "shorter than 32 characters" in caplog.text
+
+
+# -- routes and the view -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def app(make_app: Callable[..., Flask], fast_config: dict[str, Any]) -> Flask:
+    app = make_app(MCP_MAX_BODY_SIZE=2000, **fast_config)
+    MCP(app, server=server)
+    MCP.migrate(app)
+    return app
+
+
+def test_exact_path_no_redirect(app: Flask) -> None:
+    client = app.test_client()
+    assert client.post("/mcp/", json={}).status_code == 404  # not a 308 the client would not follow
+    response = _initialize(client)
+    assert response.status_code == 200
+    assert response.headers["Mcp-Session-Id"]
+
+
+@pytest.mark.parametrize("method", ["PUT", "PATCH", "OPTIONS"])
+def test_other_methods_get_a_json_rpc_405(app: Flask, method: str) -> None:
+    response = app.test_client().open("/mcp", method=method)
+    assert response.status_code == 405
+    assert response.headers["Allow"] == "GET, POST, DELETE"
+    assert response.is_json and response.json["error"]["code"] == -32600  # type: ignore[index]
+
+
+def test_refusals_are_json(app: Flask) -> None:
+    client = app.test_client()
+    response = _initialize(client, Host="evil.example")
+    assert response.status_code == 421 and response.is_json
+    response = client.get("/mcp", headers={"Accept": "text/event-stream"})
+    assert response.status_code == 400 and response.json["error"]["message"] == "Bad Request: Missing session ID"  # type: ignore[index]
+    response = client.post("/mcp", data="{", headers={"Accept": SSE_AND_JSON, "Content-Type": "application/json"})
+    assert response.status_code == 400 and response.json["error"]["code"] == -32700  # type: ignore[index]
+
+
+class _Unreadable(io.RawIOBase):
+    def readinto(self, buffer: Any) -> int:
+        raise AssertionError("the body was read")
+
+
+def test_declared_oversize_body_is_refused_before_reading(app: Flask) -> None:
+    response = app.test_client().post(
+        "/mcp",
+        headers={"Accept": SSE_AND_JSON, "Content-Type": "application/json"},
+        environ_overrides={"CONTENT_LENGTH": "2001", "wsgi.input": _Unreadable()},
+    )
+    assert response.status_code == 413
+    assert response.json["error"]["message"] == "Request body too large (limit 2000 bytes)"  # type: ignore[index]
+
+
+def test_chunked_oversize_body_is_refused(app: Flask) -> None:
+    body = io.BytesIO(b"x" * 5000)
+    response = app.test_client().post(
+        "/mcp",
+        input_stream=body,
+        headers={"Accept": SSE_AND_JSON, "Content-Type": "application/json", "Transfer-Encoding": "chunked"},
+        # What a WSGI server sets when it de-chunks the body itself (werkzeug's, gunicorn).
+        environ_overrides={"wsgi.input_terminated": True},
+    )
+    assert response.status_code == 413 and response.is_json
+    assert body.tell() == 2001  # read no further than one byte past the limit
+
+
+def test_max_content_length_lower_than_mcp_limit(make_app: Callable[..., Flask]) -> None:
+    app = make_app(MAX_CONTENT_LENGTH=100)
+    MCP(app, server=server)
+    response = app.test_client().post("/mcp", data="x" * 150, headers={"Content-Type": "application/json"})
+    assert response.status_code == 413 and response.is_json
+
+
+def test_principal_loader(make_app: Callable[..., Flask], fast_config: dict[str, Any]) -> None:
+    from flask import request
+
+    app = make_app(**fast_config)
+    MCP(app, server=server, principal_loader=lambda: request.headers.get("X-User"))
+    MCP.migrate(app)
+    client = app.test_client()
+    session_id = _initialize(client, **{"X-User": "alice"}).headers["Mcp-Session-Id"]
+    record = get_state(app).store.get_session(session_id)
+    assert record is not None and record.principal == "alice"
+    # Bob cannot use Alice's session: it is answered as an unknown one.
+    ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+    headers = {"Accept": SSE_AND_JSON, "Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-11-25"}
+    assert client.post("/mcp", json=ping, headers={**headers, "X-User": "alice"}).status_code == 200
+    assert client.post("/mcp", json=ping, headers={**headers, "X-User": "bob"}).status_code == 404
+
+
+def test_flask_login_principal(make_app: Callable[..., Flask], fast_config: dict[str, Any]) -> None:
+    flask_login = pytest.importorskip("flask_login")
+
+    class User:
+        is_authenticated = is_active = True
+        is_anonymous = False
+
+        def __init__(self, user_id: str) -> None:
+            self.id = user_id
+
+        def get_id(self) -> str:
+            return self.id
+
+    app = make_app(**fast_config)
+    login_manager = flask_login.LoginManager(app)
+    login_manager.user_loader(User)
+    app.add_url_rule("/login", "login", lambda: str(flask_login.login_user(User("42"))), methods=["POST"])
+    MCP(app, server=server)
+    MCP.migrate(app)
+    client = app.test_client()
+    anonymous = _initialize(client).headers["Mcp-Session-Id"]
+    client.post("/login")
+    logged_in = _initialize(client).headers["Mcp-Session-Id"]
+    store = get_state(app).store
+    assert store.get_session(anonymous).principal is None  # type: ignore[union-attr]
+    assert store.get_session(logged_in).principal == "flask-user:42"  # type: ignore[union-attr]
+
+
+def test_a_failing_principal_loader_is_a_json_500(
+    make_app: Callable[..., Flask], caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken() -> str | None:
+        raise LookupError("boom")
+
+    app = make_app()
+    MCP(app, server=server, principal_loader=broken)
+    with caplog.at_level(logging.ERROR, "mcp_flask"):
+        response = _initialize(app.test_client())
+    assert response.status_code == 500 and response.is_json
+    assert "boom" not in response.get_data(as_text=True)
+    assert "LookupError: boom" in caplog.text
+
+
+def test_closing_a_stream_reaches_the_core(app: Flask) -> None:
+    """The WSGI server's close() on the response ends the SSE stream: in the 2026-07-28 era
+    that cancels the call."""
+    cancelled.clear()
+    body = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {
+            "name": "wait_forever",
+            "arguments": {},
+            "_meta": {PROTOCOL_VERSION_META_KEY: "2026-07-28", CLIENT_CAPABILITIES_META_KEY: {}, "progressToken": "p"},
+        },
+    }
+    headers = {
+        "Accept": SSE_AND_JSON,
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "wait_forever",
+    }
+    response = app.test_client().post("/mcp", json=body, headers=headers, buffered=False)
+    assert response.status_code == 200 and response.mimetype == "text/event-stream"
+    first = next(iter(response.response))
+    assert b"notifications/progress" in first
+    assert not cancelled.is_set()
+    response.close()
+    assert cancelled.wait(5)
+
+
+def test_tools_run_in_the_app_context(make_app: Callable[..., Flask], fast_config: dict[str, Any]) -> None:
+    from flask import current_app
+
+    contextual = MCPServer("Contextual")
+    seen: list[str] = []
+
+    @contextual.tool()
+    def app_name() -> str:
+        """Which app serves me (a sync tool: runs in a worker thread)."""
+        seen.append(current_app.name)
+        return current_app.name
+
+    @contextual.tool()
+    async def app_name_async() -> str:
+        """Which app serves me (async: runs on the event loop)."""
+        return str(current_app.config["MARKER"])
+
+    app = make_app(MARKER="first", MCP_JSON_RESPONSE=True, **fast_config)
+    MCP(app, server=contextual)
+    MCP.migrate(app)
+    client = app.test_client()
+    for name, expected in (("app_name", app.name), ("app_name_async", "first")):
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {
+                "name": name,
+                "arguments": {},
+                "_meta": {PROTOCOL_VERSION_META_KEY: "2026-07-28", CLIENT_CAPABILITIES_META_KEY: {}},
+            },
+        }
+        headers = {
+            "Accept": SSE_AND_JSON,
+            "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": name,
+        }
+        response = client.post("/mcp", json=body, headers=headers)
+        assert response.status_code == 200, response.get_data(as_text=True)
+        result = json.loads(response.get_data(as_text=True))["result"]
+        assert result["content"][0]["text"] == expected, result
+    assert seen == [app.name]
+
+
+# -- commands ----------------------------------------------------------------------------------
+
+
+def test_cli_migrate_and_purge(make_app: Callable[..., Flask]) -> None:
+    app = make_app()
+    MCP(app, server=server)
+    runner = app.test_cli_runner()
+    result = runner.invoke(args=["mcp", "migrate"])
+    assert result.exit_code == 0, result.output
+    assert "mcp_0001" in result.output
+    result = runner.invoke(args=["mcp", "purge"])
+    assert result.exit_code == 0 and "Deleted 0 expired MCP session(s)." in result.output
+
+
+def test_migrate_takes_an_app_or_an_engine(make_app: Callable[..., Flask]) -> None:
+    import sqlalchemy as sa
+
+    from mcp_flask import migrate
+
+    app = make_app()
+    MCP(app, server=server)
+    migrate(app)  # what the example launcher calls
+    engine = get_state(app).engine
+    assert "mcp_session" in sa.inspect(engine).get_table_names()
+    migrate(engine)
+    with app.app_context():
+        migrate()  # the current app
+
+
+def test_get_state_without_init_app() -> None:
+    with pytest.raises(RuntimeError, match="Did you forget to call 'init_app'"):
+        get_state(Flask("bare"))
+    with pytest.raises(RuntimeError, match="outside of application context"):
+        get_state()
+
+
+def test_example_app_settings(monkeypatch: pytest.MonkeyPatch, sqlite_uri: str) -> None:
+    from example_project.flask_app import create_app
+    from example_project.settings_common import SECRET_KEY, SERVERS
+
+    monkeypatch.setenv("MCP_EXAMPLE_STREAM_HOLD", "3")
+    app = create_app({"MCP_DATABASE_URI": sqlite_uri})
+    state = get_state(app)
+    assert sorted(state.endpoints) == sorted(f"/mcp{suffix}" for suffix in SERVERS)
+    assert state.config.stream_hold_seconds == 3.0
+    assert state.config.secret_keys == (SECRET_KEY,)
+
+
+def test_trusted_hosts_refusal_is_json_on_mcp_urls(make_app: Callable[..., Flask]) -> None:
+    app = make_app(TRUSTED_HOSTS=["localhost"])
+    app.add_url_rule("/page", "page", lambda: "page")
+    MCP(app, server=server)
+    client = app.test_client()
+    response = _initialize(client, Host="evil.example")
+    assert response.status_code == 421 and response.json == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32600, "message": "Invalid Host header"},
+    }
+    # Elsewhere Flask answers as it always does.
+    assert client.get("/page", headers={"Host": "evil.example"}).status_code == 400
+
+
+def test_example_worker_header(monkeypatch: pytest.MonkeyPatch, sqlite_uri: str) -> None:
+    import os
+
+    from example_project.flask_app import create_app
+
+    monkeypatch.setenv("MCP_EXAMPLE_WORKER_HEADER", "1")
+    app = create_app({"MCP_DATABASE_URI": sqlite_uri})
+    assert app.test_client().get("/").headers["X-Example-Worker"] == str(os.getpid())
+
+
+def test_request_without_host_header_uses_the_server_name(app: Flask) -> None:
+    from werkzeug.test import EnvironBuilder, run_wsgi_app
+
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    builder = EnvironBuilder(path="/mcp", method="POST", json=body, headers=[("Accept", SSE_AND_JSON)])
+    environ = builder.get_environ()
+    del environ["HTTP_HOST"]  # an HTTP/1.0 client
+    environ.update(SERVER_NAME="127.0.0.1", SERVER_PORT="8000")
+    _, status, headers = run_wsgi_app(app, environ, buffered=True)
+    assert status == "200 OK"
+    assert headers.get("Mcp-Session-Id")

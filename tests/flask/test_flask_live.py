@@ -1,0 +1,101 @@
+"""The example app on a real socket (werkzeug's threaded server), driven by the official client."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import httpx
+import pytest
+from mcp import Client
+from mcp.client import ClientRequestContext
+from mcp.types import ElicitRequestParams, ElicitResult, TextContent
+
+from example_project.flask_app import create_app
+from example_project.servers import files
+
+LEGACY = "legacy"
+MODERN = "2026-07-28"
+
+questions: list[str] = []
+
+
+async def answer(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
+    """The user: says yes, and gives Ada's name."""
+    questions.append(params.message)
+    return ElicitResult(action="accept", content={"name": "Ada Lovelace", "ok": True})
+
+
+def run(coro: Coroutine[Any, Any, None]) -> None:
+    asyncio.run(coro)
+
+
+def _text(result: Any) -> str:
+    assert not result.is_error, result
+    first = result.content[0]
+    assert isinstance(first, TextContent)
+    return first.text
+
+
+@pytest.fixture
+def example(
+    flask_live_server: Callable[..., Any], backend: tuple[str, dict[str, Any]], fast_config: dict[str, Any]
+) -> str:
+    """The example app's base URL, its sessions in each backend."""
+    uri, options = backend
+    app = create_app({"MCP_DATABASE_URI": uri, "MCP_ENGINE_OPTIONS": options, **fast_config})
+    return str(flask_live_server(app).url)
+
+
+def test_home_page_lists_the_endpoints(example: str) -> None:
+    page = httpx.get(f"{example}/").text
+    for url in ("/mcp", "/mcp/conformance", "/mcp/files", "/mcp/bistro", "/mcp/library"):
+        assert f"<code>{url}</code>" in page
+
+
+@pytest.mark.parametrize("mode", [LEGACY, MODERN])
+def test_list_tools_and_client_features(example: str, mode: str) -> None:
+    async def scenario() -> None:
+        async with Client(f"{example}/mcp/library", mode=mode, elicitation_callback=answer) as client:
+            tools = await client.list_tools()
+            assert sorted(tool.name for tool in tools.tools) == ["client_features", "issue_card"]
+            features = await client.call_tool("client_features")
+            assert features.structured_content == {"result": ["elicitation"]}
+
+    run(scenario())
+
+
+def test_issue_card_elicits_mid_call_in_a_legacy_session(example: str) -> None:
+    async def scenario() -> None:
+        async with Client(f"{example}/mcp/library", mode=LEGACY, elicitation_callback=answer) as client:
+            assert _text(await client.call_tool("issue_card")) == "Card issued to Ada Lovelace."
+
+    questions.clear()
+    run(scenario())
+    assert questions == ["What name should go on the card?"]
+
+
+def test_resolver_round_trip_in_the_2026_era(example: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The example keeps its folders in a module dict: give each run its own.
+    monkeypatch.setattr(files, "_FOLDERS", {"/tmp/empty": [], "/tmp/project": ["main.py", "README.md"]})
+
+    async def scenario() -> None:
+        async with Client(f"{example}/mcp/files", mode=MODERN, elicitation_callback=answer) as client:
+            assert _text(await client.call_tool("delete_folder", {"path": "/tmp/empty"})) == "deleted /tmp/empty"
+            assert questions == []  # an empty folder needs no confirmation
+            result = await client.call_tool("delete_folder", {"path": "/tmp/project"})
+            assert _text(result) == "deleted /tmp/project"
+
+    questions.clear()
+    run(scenario())
+    assert questions == ["/tmp/project has 2 file(s). Delete anyway?"]
+
+
+@pytest.mark.parametrize("mode", [LEGACY, MODERN])
+def test_demo_at_mcp(example: str, mode: str) -> None:
+    async def scenario() -> None:
+        async with Client(f"{example}/mcp", mode=mode) as client:
+            assert _text(await client.call_tool("greet", {"name": "Flask"})) == "Hello, Flask!"
+
+    run(scenario())

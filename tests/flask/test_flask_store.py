@@ -1,0 +1,189 @@
+"""``SQLAlchemyStore`` and the shipped migrations, on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import Engine
+
+from mcp_common.store import GET_STREAM, SessionRecord
+from mcp_flask import SQLAlchemyStore, make_engine, migrate
+from mcp_flask.migrations import current_revision
+from mcp_flask.models import VERSION_TABLE, include_object, metadata
+
+
+def _session(
+    session_id: str = "s1", *, last_seen: float | None = None, principal: str | None = "flask-user:1"
+) -> SessionRecord:
+    now = time.time()
+    return SessionRecord(
+        session_id=session_id,
+        protocol_version="2025-11-25",
+        client_params='{"protocolVersion":"2025-11-25"}',
+        principal=principal,
+        server_name="Library",
+        created=now - 5,
+        last_seen=now if last_seen is None else last_seen,
+    )
+
+
+@pytest.fixture
+def store(engine: Engine) -> SQLAlchemyStore:
+    return SQLAlchemyStore(engine)
+
+
+def test_session_round_trip(store: SQLAlchemyStore) -> None:
+    record = _session()
+    store.create_session(record)
+    loaded = store.get_session("s1")
+    assert loaded is not None
+    assert (loaded.session_id, loaded.protocol_version, loaded.client_params, loaded.principal, loaded.server_name) == (
+        record.session_id,
+        record.protocol_version,
+        record.client_params,
+        record.principal,
+        record.server_name,
+    )
+    # Timestamps come back as the same instant (microseconds), whatever the server's timezone.
+    assert loaded.created == pytest.approx(record.created, abs=1e-5)
+    assert loaded.last_seen == pytest.approx(record.last_seen, abs=1e-5)
+    store.touch_session("s1", record.last_seen + 100)
+    touched = store.get_session("s1")
+    assert touched is not None and touched.last_seen == pytest.approx(record.last_seen + 100, abs=1e-5)
+    assert store.get_session("nope") is None
+
+
+def test_anonymous_session(store: SQLAlchemyStore) -> None:
+    store.create_session(_session(principal=None))
+    loaded = store.get_session("s1")
+    assert loaded is not None and loaded.principal is None
+
+
+def test_event_log(store: SQLAlchemyStore) -> None:
+    store.create_session(_session())
+    first = store.append_event("s1", "call", '{"n":1}')
+    other = store.append_event("s1", "other", '{"n":2}')
+    last = store.append_event("s1", "call", '{"n":3}', final=True)
+    assert first < other < last
+    events = store.events_after("s1", "call", 0)
+    assert [(e.event_id, e.message, e.final) for e in events] == [(first, '{"n":1}', False), (last, '{"n":3}', True)]
+    assert [e.event_id for e in store.events_after("s1", "call", first)] == [last]
+    assert store.events_after("s1", "call", last) == []
+    assert store.has_stream("s1", "other") and not store.has_stream("s1", GET_STREAM)
+
+
+def test_cursor_only_moves_forward(store: SQLAlchemyStore) -> None:
+    store.create_session(_session())
+    assert store.get_cursor("s1") == 0
+    store.set_cursor("s1", 7)
+    store.set_cursor("s1", 3)
+    assert store.get_cursor("s1") == 7
+    assert store.get_cursor("unknown") == 0
+
+
+def test_pending_first_answer_wins(store: SQLAlchemyStore) -> None:
+    store.create_session(_session())
+    store.create_pending("s1", "srv-1", "elicitation/create", '{"message":"?"}')
+    pending = store.get_pending("s1", "srv-1")
+    assert pending is not None and pending.response is None and pending.method == "elicitation/create"
+    assert store.answer_pending("s1", "srv-1", '{"result":1}')
+    assert not store.answer_pending("s1", "srv-1", '{"result":2}')
+    assert not store.answer_pending("s1", "unknown", '{"result":3}')
+    answered = store.get_pending("s1", "srv-1")
+    assert answered is not None and answered.response == '{"result":1}'
+    store.delete_pending("s1", "srv-1")
+    assert store.get_pending("s1", "srv-1") is None
+
+
+def test_concurrent_answers_one_winner(store: SQLAlchemyStore) -> None:
+    store.create_session(_session())
+    store.create_pending("s1", "srv-race", "elicitation/create", "{}")
+    start = threading.Barrier(8)
+
+    def answer(n: int) -> bool:
+        start.wait()
+        return store.answer_pending("s1", "srv-race", f'{{"n":{n}}}')
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(answer, range(8)))
+    assert results.count(True) == 1
+    winner = results.index(True)
+    pending = store.get_pending("s1", "srv-race")
+    assert pending is not None and pending.response == f'{{"n":{winner}}}'
+
+
+def test_delete_session_takes_everything(store: SQLAlchemyStore) -> None:
+    store.create_session(_session())
+    store.create_session(_session("s2"))
+    store.append_event("s1", "call", "{}")
+    store.append_event("s2", "call", "{}")
+    store.create_pending("s1", "srv-1", "roots/list", "{}")
+    assert store.delete_session("s1")
+    assert not store.delete_session("s1")
+    assert store.get_session("s1") is None
+    assert store.events_after("s1", "call", 0) == []
+    assert store.get_pending("s1", "srv-1") is None
+    assert len(store.events_after("s2", "call", 0)) == 1
+
+
+def test_purge_expired(store: SQLAlchemyStore) -> None:
+    now = time.time()
+    store.create_session(_session("old", last_seen=now - 1000))
+    store.create_session(_session("new", last_seen=now))
+    store.append_event("old", "call", "{}")
+    assert store.purge_expired(now - 500) == 1
+    assert store.get_session("old") is None and store.get_session("new") is not None
+    assert store.events_after("old", "call", 0) == []
+
+
+def test_migrations_match_models_and_keep_their_own_version_table(engine: Engine) -> None:
+    migrate(engine)  # a second run is a no-op
+    assert current_revision(engine) == "mcp_0001"
+    tables = set(sa.inspect(engine).get_table_names())
+    assert {"mcp_session", "mcp_event", "mcp_pending_request", VERSION_TABLE} <= tables
+    assert "alembic_version" not in tables  # the application's Flask-Migrate history stays its own
+    with engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
+        assert compare_metadata(context, metadata) == []
+
+
+def test_include_object_hides_the_tables_from_an_apps_autogenerate(engine: Engine) -> None:
+    app_metadata = sa.MetaData()
+    sa.Table("app_thing", app_metadata, sa.Column("id", sa.Integer, primary_key=True))
+    with engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"include_object": include_object})
+        diff = compare_metadata(context, app_metadata)
+    # Only the app's own new table; nothing proposes to drop the MCP tables.
+    assert [(op[0], op[1].name) for op in diff] == [("add_table", "app_thing")]
+
+
+def test_postgres_urls_use_psycopg3() -> None:
+    for uri in ("postgresql://u@h/db", "postgres://u@h/db", "postgresql+psycopg://u@h/db"):
+        engine = make_engine(uri)
+        assert engine.url.drivername == "postgresql+psycopg"
+        assert engine.pool._pre_ping
+        engine.dispose()
+
+
+def test_sqlite_file_uses_wal_and_a_lock_timeout(sqlite_uri: str) -> None:
+    engine = make_engine(sqlite_uri)
+    with engine.connect() as connection:
+        assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+    engine.dispose()
+
+
+def test_in_memory_sqlite_is_one_shared_connection() -> None:
+    engine = make_engine("sqlite://")
+    migrate(engine)
+    store = SQLAlchemyStore(engine)
+    store.create_session(_session())
+    # Another thread sees the same in-memory database.
+    with ThreadPoolExecutor(1) as pool:
+        assert pool.submit(store.get_session, "s1").result() is not None
+    engine.dispose()
