@@ -32,7 +32,7 @@ log "installing the project and its test dependencies"
 
 # -- Node 22 and the pinned conformance suites (cached in .cache/) -----------------------------
 log "installing Node 22 and the MCP conformance suite"
-"$VENV/bin/python" scripts/conformance.py install
+"$VENV/bin/python" scripts/conformance.py --install-only
 
 log "running the test suite ($("$VENV/bin/python" -c 'import django, flask, mcp, sys; print(f"Python {sys.version.split()[0]}, Django {django.__version__}, Flask {flask.__version__}, mcp {mcp.__version__ if hasattr(mcp, "__version__") else ""}")'))"
 "$VENV/bin/python" -m pytest "$@"
