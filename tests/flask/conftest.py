@@ -56,7 +56,7 @@ def postgres_schema() -> Iterator[dict[str, Any]]:
     """
     reason = _postgres_reachable()
     if reason is not None:
-        pytest.skip(f"PostgreSQL at {POSTGRES_URL} is unreachable: {reason}")
+        pytest.fail(f"PostgreSQL at {POSTGRES_URL} is unreachable (scripts/test.sh starts it): {reason}")
     schema = f"mcp_flask_test_{uuid.uuid4().hex[:12]}"
     admin = make_engine(POSTGRES_URL)
     with admin.begin() as connection:
