@@ -571,12 +571,10 @@ class LegacyProtocol:
             if parsed is None:
                 return error_response(400, INVALID_REQUEST, "Malformed Last-Event-ID")
             stream_key, after = parsed
-            return HTTPResponse(200, headers, stream=self._tail(session, stream_key, after, resumed=True))
-        return HTTPResponse(200, headers, stream=self._tail(session, GET_STREAM, None, resumed=False))
+            return HTTPResponse(200, headers, stream=self._tail(session, stream_key, after))
+        return HTTPResponse(200, headers, stream=self._tail(session, GET_STREAM, None))
 
-    async def _tail(
-        self, session: SessionRecord, stream_key: str, after: int | None, *, resumed: bool
-    ) -> AsyncIterator[bytes]:
+    async def _tail(self, session: SessionRecord, stream_key: str, after: int | None) -> AsyncIterator[bytes]:
         """Stream a stream's logged events, waiting for new ones for ``stream_hold_seconds``.
 
         A call stream ends with its final response; the GET stream, and any stream still
@@ -613,7 +611,6 @@ class LegacyProtocol:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(waker.wait(), min(interval, max(deadline - time.monotonic(), 0)))
             interval = min(interval * 2, 1.0)
-        del resumed
 
     # -- DELETE ------------------------------------------------------------------------------
 
