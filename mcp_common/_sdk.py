@@ -37,3 +37,23 @@ def install_request_state_security(server: Any, security: RequestStateSecurity) 
             chain[index] = boundary
             return
     chain.insert(0, boundary)
+
+
+def registered_tools(server: Any) -> list[Any]:
+    """The ``MCPServer``'s registered ``Tool`` objects (their functions and resolver plans);
+    empty for a low-level ``Server``, whose handlers are opaque."""
+    manager = getattr(server, "_tool_manager", None)
+    if manager is None:
+        return []
+    return list(manager.list_tools())
+
+
+def request_identity(method: str, params: Any) -> tuple[str, str]:
+    """The (target, arguments digest) the SDK's request-state boundary binds a state to.
+
+    Computed by the SDK's own function so that a persisted state is bound to exactly what the
+    sealed token inside it is bound to.
+    """
+    from mcp.server import request_state
+
+    return request_state._request_identity(method, params)

@@ -47,6 +47,15 @@ class MCPConfig:
     poll_interval: float = 0.1
     """Seconds between database polls when an answer or event may come from another process."""
 
+    request_state_ttl: float = 600.0
+    """Seconds a 2026-07-28 ``requestState`` (and the elicitations its round asked) stays valid;
+    after that the client's retry is refused and the pending elicitations are marked expired."""
+
+    heartbeat_interval: float = 10.0
+    """Seconds between a worker's heartbeats. A legacy call whose worker has not beaten for three
+    intervals (or, on the same host, whose process is gone) is ended with an error when its
+    client resumes the stream; the same beat marks overdue elicitations expired."""
+
     json_response: bool = False
     """Answer every request with JSON, never SSE (loses mid-call server-to-client requests)."""
 

@@ -16,6 +16,7 @@ import functools
 import logging
 import os
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, TypeVar
 
@@ -24,7 +25,8 @@ from mcp_types import INTERNAL_ERROR
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from mcp_common import _sdk
-from mcp_common.config import MCPConfig
+from mcp_common.config import MCPConfig, derive_key
+from mcp_common.elicitation import worker_id
 from mcp_common.http import HTTPRequest, HTTPResponse
 from mcp_common.jsonrpc import error_response
 from mcp_common.legacy import LegacyProtocol
@@ -73,8 +75,14 @@ class MCPEndpoint:
         self.store = store
         if config.secret_keys:
             _sdk.install_request_state_security(
-                server, RequestStateSecurity(keys=config.request_state_keys(), bind_principal=current_principal)
+                server,
+                RequestStateSecurity(
+                    keys=config.request_state_keys(), ttl=config.request_state_ttl, bind_principal=current_principal
+                ),
             )
+        self.persist_state = bool(config.secret_keys)
+        """2026-07-28 request states go to the database behind single-use handles (needs keys)."""
+        self.handle_keys = [derive_key(secret, "request-state-handle") for secret in config.secret_keys]
         self.legacy = LegacyProtocol(self)
         self._fixed_runner = runner
         self._db_threads = db_threads
@@ -130,13 +138,26 @@ class MCPEndpoint:
             async with self.lowlevel.lifespan(self.lowlevel) as state:
                 self._lifespan_state = state
                 started.set_result(None)
-                await asyncio.Event().wait()
+                await self._heartbeat()
         except asyncio.CancelledError:
             raise
         except BaseException as exc:
             if not started.done():
                 started.set_exception(exc)
             raise
+
+    async def _heartbeat(self) -> None:
+        """Beat for this worker and expire overdue elicitations, forever (one short write each)."""
+        while True:
+            try:
+                now = time.time()
+                await self.db(self.store.beat_worker, worker_id(), now)
+                await self.db(self.store.expire_elicitations, now)
+            except RuntimeError:
+                return  # the process is shutting down (its database threads are gone)
+            except Exception:
+                logger.warning("MCP heartbeat failed; retrying", exc_info=True)
+            await asyncio.sleep(self.config.heartbeat_interval)
 
     async def db(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a blocking store call on the endpoint's database threads."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -55,6 +56,16 @@ from mcp_types import (
 from mcp_types.version import LATEST_HANDSHAKE_VERSION, is_version_at_least
 from pydantic import ValidationError
 
+from mcp_common.elicitation import (
+    COMPLETE_METHOD,
+    complete_in_store,
+    fill_url_accept,
+    new_record,
+    outcome_of,
+    owner_alive,
+    to_url_params,
+    worker_id,
+)
 from mcp_common.http import HTTPRequest, HTTPResponse
 from mcp_common.jsonrpc import (
     SSE_HEADERS,
@@ -91,6 +102,12 @@ JSON_METHODS = frozenset(
         "resources/subscribe",
         "resources/unsubscribe",
     }
+)
+
+
+WORKER_LOST = (
+    "The server process running this tool call stopped while it waited for the client; "
+    "the call did not complete (any answer given is kept on the elicitation record)"
 )
 
 
@@ -176,6 +193,7 @@ class SessionContext:
     stream: CallStream | None = None
     progress_token: Any = None
     cancel_requested: anyio.Event = field(default_factory=anyio.Event)
+    tool: str | None = None
 
     @property
     def can_send_request(self) -> bool:
@@ -187,13 +205,17 @@ class SessionContext:
         if self.stream is None:
             raise NoBackChannelError(method)
         timeout = (opts or {}).get("timeout")
-        return await self.endpoint.legacy.request_client(self.session, self.stream, method, params, timeout)
+        return await self.endpoint.legacy.request_client(
+            self.session, self.stream, method, params, timeout, tool=self.tool, call_id=self.request_id
+        )
 
     async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             message["params"] = dict(params)
-        if self.stream is not None:
+        if method == COMPLETE_METHOD:
+            await self.endpoint.legacy.complete(self.session.session_id, message)
+        elif self.stream is not None:
             await self.stream.send(message)
         else:
             await self.endpoint.legacy.post_to_get_stream(self.session.session_id, message)
@@ -226,7 +248,10 @@ class SessionChannel:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             message["params"] = dict(params)
-        await self.endpoint.legacy.post_to_get_stream(self.session.session_id, message)
+        if method == COMPLETE_METHOD:
+            await self.endpoint.legacy.complete(self.session.session_id, message)
+        else:
+            await self.endpoint.legacy.post_to_get_stream(self.session.session_id, message)
 
 
 class _NullChannel:
@@ -430,6 +455,7 @@ class LegacyProtocol:
             ),
             stream=stream,
             progress_token=progress_token_from_params(message.params),
+            tool=_tool_name(message),
         )
         run = serve_one(
             self.endpoint.lowlevel,
@@ -483,7 +509,14 @@ class LegacyProtocol:
     ) -> None:
         request_id = str(message.id)
         payload = dumps(raw)
-        answered = await self.endpoint.db(self.endpoint.store.answer_pending, session.session_id, request_id, payload)
+        # When the request was an elicitation, its row records the user's answer too.
+        if isinstance(message, JSONRPCError):
+            status, answer = "cancelled", None
+        else:
+            status, answer = outcome_of(message.result)
+        answered = await self.endpoint.db(
+            self.endpoint.store.answer_pending, session.session_id, request_id, payload, status, answer
+        )
         if answered:
             self.waiters.answer(session.session_id, request_id, payload)
         else:
@@ -498,38 +531,83 @@ class LegacyProtocol:
         method: str,
         params: Mapping[str, Any] | None,
         timeout: float | None,
+        *,
+        tool: str | None = None,
+        call_id: RequestId | None = None,
     ) -> dict[str, Any]:
         """Send a request to the client and wait, in any process, for its answer."""
         endpoint = self.endpoint
+        store = endpoint.store
+        session_id = session.session_id
         request_id = f"srv-{uuid.uuid4().hex}"
+        url_params = to_url_params(params) if method == "elicitation/create" else None
+        if url_params is not None:
+            params = url_params
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
             message["params"] = dict(params)
-        await endpoint.db(endpoint.store.create_pending, session.session_id, request_id, method, dumps(params or {}))
-        future = self.waiters.expect(session.session_id, request_id)
+        wait = timeout if timeout is not None else endpoint.config.request_timeout
+        record = None
+        if method == "elicitation/create":
+            record = new_record(
+                server_name=endpoint.name,
+                tool=tool,
+                params=params or {},
+                request_key=request_id,
+                principal=session.principal,
+                expires=time.time() + wait,
+                session_id=session_id,
+                owner=worker_id(),
+                stream_key=stream.stream_key if stream is not None else GET_STREAM,
+                call_id=dumps(call_id) if call_id is not None else None,
+            )
+        await endpoint.db(store.create_pending, session_id, request_id, method, dumps(params or {}), record)
+        future = self.waiters.expect(session_id, request_id)
         try:
             if stream is not None:
                 await stream.send(message)
             else:
-                await self.post_to_get_stream(session.session_id, message)
-            wait = timeout if timeout is not None else endpoint.config.request_timeout
+                await self.post_to_get_stream(session_id, message)
             try:
-                answer = await self._await_answer(session.session_id, request_id, future, wait)
-            except (TimeoutError, SessionGone):
-                if method == "elicitation/create":
+                answer = await self._await_answer(session_id, request_id, future, wait)
+            except (TimeoutError, SessionGone) as exc:
+                if record is not None:
+                    expired = isinstance(exc, TimeoutError)
+                    await endpoint.db(
+                        functools.partial(
+                            store.update_elicitation,
+                            record.id,
+                            "expired" if expired else "cancelled",
+                            time.time(),
+                            detail=f"No answer within {wait:g} seconds" if expired else "The session ended",
+                        )
+                    )
                     # The design's rule: an unanswered question ends as the user's "cancel".
                     return {"action": "cancel"}
                 raise MCPError(code=REQUEST_TIMEOUT, message=f"No answer from the client to {method}") from None
         finally:
-            self.waiters.forget(session.session_id, request_id)
+            self.waiters.forget(session_id, request_id)
             with contextlib.suppress(Exception):
-                await endpoint.db(endpoint.store.delete_pending, session.session_id, request_id)
+                await endpoint.db(store.delete_pending, session_id, request_id)
         reply = json.loads(answer)
         if "error" in reply:
             error = ErrorData.model_validate(reply["error"])
             raise MCPError(code=error.code, message=error.message, data=error.data)
         result = reply.get("result")
+        if url_params is not None:
+            result = fill_url_accept(result)
         return result if isinstance(result, dict) else {}
+
+    async def complete(self, session_id: str, message: dict[str, Any]) -> None:
+        """``notifications/elicitation/complete`` from a tool: mark the rows, notify their sessions."""
+        elicitation_id = str((message.get("params") or {}).get("elicitationId", ""))
+        moved, exists = await self.endpoint.db(complete_in_store, self.endpoint.store, elicitation_id, None)
+        if not exists:
+            # Not asked through this package: deliver it to this session, as the SDK would.
+            await self.post_to_get_stream(session_id, message)
+        for row in moved:
+            if row.session_id:
+                self.waiters.wake(row.session_id)
 
     async def _await_answer(self, session_id: str, request_id: str, future: asyncio.Future[str], wait: float) -> str:
         store = self.endpoint.store
@@ -592,6 +670,7 @@ class LegacyProtocol:
             yield sse_frame("", _event_id(stream_key, after), config.sse_retry_ms)
         deadline = time.monotonic() + config.stream_hold_seconds
         interval = config.poll_interval
+        next_owner_check = 0.0
         while time.monotonic() < deadline:
             waker = self.waiters.stream_event(session_id)
             events = await endpoint.db(store.events_after, session_id, stream_key, after)
@@ -608,9 +687,44 @@ class LegacyProtocol:
                 continue
             if await endpoint.db(store.get_session, session_id) is None:
                 return
+            if stream_key != GET_STREAM and time.monotonic() >= next_owner_check:
+                next_owner_check = time.monotonic() + 1.0
+                if await self._end_if_orphaned(session_id, stream_key):
+                    continue
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(waker.wait(), min(interval, max(deadline - time.monotonic(), 0)))
             interval = min(interval * 2, 1.0)
+
+    async def _end_if_orphaned(self, session_id: str, stream_key: str) -> bool:
+        """End a resumed call stream whose worker died while it waited for the client.
+
+        The answer (if it arrived) stays on the elicitation row; the call itself cannot go on
+        without the process that ran it, so it ends with a clear error and the row says so.
+        Returns whether the stream was ended.
+        """
+        endpoint = self.endpoint
+        store = endpoint.store
+        rows = await endpoint.db(store.stream_elicitations, session_id, stream_key)
+        waiting = [r for r in rows if r.owner and r.call_id is not None and r.detail is None]
+        if not waiting:
+            return False
+        row = waiting[-1]
+        stale_after = 3 * endpoint.config.heartbeat_interval
+        if await endpoint.db(owner_alive, store, row.owner, stale_after):
+            return False
+        detail = WORKER_LOST
+        # The status stays what the user did (an answer arriving later is still recorded);
+        # the detail says the call itself ended with an error.
+        claimed = await endpoint.db(
+            functools.partial(
+                store.update_elicitation, row.id, row.status, time.time(), detail=detail, from_statuses=(row.status,)
+            )
+        )
+        if not claimed:
+            return False
+        reply = error_body(INTERNAL_ERROR, detail, json.loads(row.call_id or "null"), {"elicitation": row.id})
+        await endpoint.db(store.append_event, session_id, stream_key, dumps(reply), True)
+        return True
 
     # -- DELETE ------------------------------------------------------------------------------
 
@@ -621,6 +735,13 @@ class LegacyProtocol:
         await self.endpoint.db(self.endpoint.store.delete_session, session.session_id)
         self.waiters.end_session(session.session_id)
         return HTTPResponse(200)
+
+
+def _tool_name(message: JSONRPCRequest) -> str | None:
+    if message.method != "tools/call" or not message.params:
+        return None
+    name = message.params.get("name")
+    return name if isinstance(name, str) else None
 
 
 def _error_reply(request_id: Any, exc: BaseException) -> dict[str, Any]:

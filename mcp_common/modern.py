@@ -31,6 +31,7 @@ from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.transport_context import TransportContext
 from mcp_types import INVALID_REQUEST, PARSE_ERROR, JSONRPCNotification, JSONRPCRequest, RequestId
+from mcp_types.methods import INPUT_REQUIRED_METHODS
 from pydantic import ValidationError
 
 from mcp_common.http import HTTPRequest, HTTPResponse
@@ -45,6 +46,7 @@ from mcp_common.jsonrpc import (
     sse_frame,
     status_for,
 )
+from mcp_common.state import CompletionOutbound, persist, redeem
 
 if TYPE_CHECKING:
     from mcp_common.endpoint import MCPEndpoint
@@ -132,21 +134,19 @@ async def handle_modern(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPResp
     if rejection is not None:
         return json_response(error_body(rejection.code, rejection.message, req.id, rejection.data), 400)
 
-    connection = Connection.from_envelope(verdict.protocol_version, verdict.client_info, verdict.client_capabilities)
+    connection = Connection.from_envelope(
+        verdict.protocol_version,
+        verdict.client_info,
+        verdict.client_capabilities,
+        outbound=CompletionOutbound(endpoint),
+    )
     dctx = ExchangeContext(
         transport=TransportContext(kind="streamable-http", can_send_request=False, headers=request.headers),
         request_id=req.id,
         message_metadata=ServerMessageMetadata(request_context=request.native),
         progress_token=progress_token_from_params(req.params),
     )
-    run = serve_one(
-        endpoint.lowlevel,
-        dctx,
-        req.method,
-        req.params,
-        connection=connection,
-        lifespan_state=endpoint.lifespan_state,
-    )
+    run = _run(endpoint, dctx, connection, req, request.principal)
     if config.json_response and req.method != "subscriptions/listen":
         try:
             reply = _reply(req.id, await run, None)
@@ -177,6 +177,32 @@ async def handle_modern(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPResp
         await task
         return json_response(replies[0], _reply_status(replies[0]))
     return HTTPResponse(200, dict(SSE_HEADERS), stream=_stream(first, sink, task, replies))
+
+
+async def _run(
+    endpoint: MCPEndpoint,
+    dctx: ExchangeContext,
+    connection: Connection,
+    req: JSONRPCRequest,
+    principal: str | None,
+) -> Any:
+    """``serve_one``, with the request state redeemed before and persisted after (when the
+    endpoint persists states: it has the application's secret keys)."""
+    params = req.params
+    persisting = endpoint.persist_state and req.method in INPUT_REQUIRED_METHODS
+    if persisting and params is not None and params.get("requestState") is not None:
+        params = await redeem(endpoint, req.method, params, principal)
+    result = await serve_one(
+        endpoint.lowlevel,
+        dctx,
+        req.method,
+        params,
+        connection=connection,
+        lifespan_state=endpoint.lifespan_state,
+    )
+    if persisting:
+        result = await persist(endpoint, req.method, req.params, principal, result)
+    return result
 
 
 async def _stream(

@@ -53,8 +53,74 @@ class PendingRequestRecord:
     created: float
 
 
+ELICITATION_STATUSES = ("pending", "accepted", "declined", "cancelled", "completed", "expired")
+"""What became of an elicitation: ``pending`` until the user answers (``accepted``,
+``declined``, ``cancelled``); a URL-mode one becomes ``completed`` when
+:func:`~mcp_common.elicitation.complete_elicitation` is called; ``expired`` when nobody
+answered in time."""
+
+OPEN_STATUSES = ("pending", "accepted")
+"""Statuses a URL-mode elicitation can be completed from."""
+
+
+@dataclass(frozen=True)
+class ElicitationRecord:
+    """One question asked to a user, in either protocol era."""
+
+    id: str
+    server_name: str
+    tool: str | None
+    session_id: str | None
+    """The legacy session that asked (``None`` on the 2026-07-28 wire)."""
+    state_id: str | None
+    """The request-state handle whose round asked (``None`` on the legacy wire)."""
+    request_key: str
+    """Legacy: the server-to-client request id. 2026-07-28: the ``inputRequests`` key."""
+    principal: str | None
+    mode: str
+    """``form`` or ``url``."""
+    message: str
+    requested_schema: str | None
+    """The form's JSON Schema, as JSON (form mode)."""
+    url: str | None
+    elicitation_id: str | None
+    status: str
+    answer: str | None
+    """The submitted form content, as JSON (accepted form elicitations)."""
+    detail: str | None
+    """Why the elicitation ended without a user's answer, or what became of its call."""
+    created: float
+    updated: float
+    expires: float
+    owner: str | None = None
+    """The worker (``host:pid:nonce``) whose tool call waits for the answer (legacy)."""
+    stream_key: str | None = None
+    """The SSE stream the question was sent on (legacy)."""
+    call_id: str | None = None
+    """The JSON-RPC id (as JSON) of the client's call that asked (legacy)."""
+
+
+@dataclass(frozen=True)
+class RequestStateRecord:
+    """A 2026-07-28 ``requestState``, kept server-side behind a single-use handle."""
+
+    state_id: str
+    server_name: str
+    method: str
+    target: str
+    """The tool name (``resources/read``: the URI) the state is bound to."""
+    args_digest: str
+    principal: str | None
+    sealed: str
+    """The SDK's sealed token, returned to the SDK when the handle is redeemed."""
+    created: float
+    expires: float
+    consumed: float | None = None
+
+
 class SessionStore(Protocol):
-    """Legacy-era sessions, their SSE event log and their pending server-to-client requests."""
+    """Legacy-era sessions, their SSE event log and their pending server-to-client requests;
+    elicitations of both eras; 2026-07-28 request states; worker heartbeats."""
 
     def create_session(self, record: SessionRecord) -> None: ...
 
@@ -82,11 +148,29 @@ class SessionStore(Protocol):
 
     def set_cursor(self, session_id: str, event_id: int) -> None: ...
 
-    def create_pending(self, session_id: str, request_id: str, method: str, params: str) -> None: ...
+    def create_pending(
+        self,
+        session_id: str,
+        request_id: str,
+        method: str,
+        params: str,
+        elicitation: ElicitationRecord | None = None,
+    ) -> None:
+        """Record a server-to-client request (and, for ``elicitation/create``, its
+        elicitation row) in one transaction."""
+        ...
 
-    def answer_pending(self, session_id: str, request_id: str, response: str) -> bool:
+    def answer_pending(
+        self,
+        session_id: str,
+        request_id: str,
+        response: str,
+        status: str | None = None,
+        answer: str | None = None,
+    ) -> bool:
         """Record the client's answer; ``False`` when no such request is waiting (unknown, or
-        already answered: the first answer wins)."""
+        already answered: the first answer wins). ``status``/``answer`` update the request's
+        elicitation row, if it has one, in the same transaction."""
         ...
 
     def get_pending(self, session_id: str, request_id: str) -> PendingRequestRecord | None: ...
@@ -95,6 +179,74 @@ class SessionStore(Protocol):
 
     def purge_expired(self, older_than: float) -> int:
         """Delete sessions idle since before ``older_than``; how many."""
+        ...
+
+    # -- elicitations ------------------------------------------------------------------------
+
+    def get_elicitation(self, record_id: str) -> ElicitationRecord | None: ...
+
+    def find_elicitations(self, elicitation_id: str, server_name: str | None = None) -> list[ElicitationRecord]:
+        """Rows asked with this URL-mode ``elicitationId``, oldest first."""
+        ...
+
+    def update_elicitation(
+        self,
+        record_id: str,
+        status: str,
+        now: float,
+        *,
+        detail: str | None = None,
+        from_statuses: tuple[str, ...] = ("pending",),
+    ) -> bool:
+        """Move a row to ``status`` if it is in one of ``from_statuses``; whether it moved."""
+        ...
+
+    def complete_elicitations(
+        self, elicitation_id: str, now: float, server_name: str | None = None
+    ) -> list[ElicitationRecord]:
+        """Mark the open rows with this ``elicitationId`` completed; the rows that moved."""
+        ...
+
+    def expire_elicitations(self, now: float) -> int:
+        """Mark pending rows whose expiry has passed as expired; how many."""
+        ...
+
+    # -- 2026-07-28 request state ------------------------------------------------------------
+
+    def save_request_state(self, state: RequestStateRecord, elicitations: list[ElicitationRecord]) -> None:
+        """Store a state and the elicitations its round asked, in one transaction."""
+        ...
+
+    def consume_request_state(
+        self,
+        state_id: str,
+        server_name: str,
+        method: str,
+        target: str,
+        args_digest: str,
+        principal: str | None,
+        now: float,
+        answers: dict[str, tuple[str, str | None]],
+    ) -> RequestStateRecord | None:
+        """Redeem a handle once: mark it consumed if it is unconsumed, unexpired and bound to
+        exactly this request and principal, and record ``answers`` (``{request_key: (status,
+        answer)}``) on the elicitations it asked. ``None`` (and nothing written) otherwise."""
+        ...
+
+    def elicitations_for_state(self, state_id: str) -> list[ElicitationRecord]: ...
+
+    def stream_elicitations(self, session_id: str, stream_key: str) -> list[ElicitationRecord]:
+        """Elicitations asked on one legacy call stream, oldest first."""
+        ...
+
+    # -- workers -----------------------------------------------------------------------------
+
+    def beat_worker(self, worker_id: str, now: float) -> None:
+        """Record that the worker is alive."""
+        ...
+
+    def worker_seen(self, worker_id: str) -> float | None:
+        """When the worker last beat (``None``: never, or forgotten)."""
         ...
 
 
@@ -108,6 +260,9 @@ class MemoryStore:
         self._pending: dict[tuple[str, str], PendingRequestRecord] = {}
         self._ids = itertools.count(1)
         self._cursors: dict[str, int] = {}
+        self._elicitations: dict[str, ElicitationRecord] = {}
+        self._states: dict[str, RequestStateRecord] = {}
+        self._workers: dict[str, float] = {}
 
     def create_session(self, record: SessionRecord) -> None:
         with self._lock:
@@ -150,18 +305,39 @@ class MemoryStore:
         with self._lock:
             self._cursors[session_id] = max(event_id, self._cursors.get(session_id, 0))
 
-    def create_pending(self, session_id: str, request_id: str, method: str, params: str) -> None:
+    def create_pending(
+        self,
+        session_id: str,
+        request_id: str,
+        method: str,
+        params: str,
+        elicitation: ElicitationRecord | None = None,
+    ) -> None:
         with self._lock:
             self._pending[(session_id, request_id)] = PendingRequestRecord(
                 session_id, request_id, method, params, None, time.time()
             )
+            if elicitation is not None:
+                self._elicitations[elicitation.id] = elicitation
 
-    def answer_pending(self, session_id: str, request_id: str, response: str) -> bool:
+    def answer_pending(
+        self,
+        session_id: str,
+        request_id: str,
+        response: str,
+        status: str | None = None,
+        answer: str | None = None,
+    ) -> bool:
         with self._lock:
             record = self._pending.get((session_id, request_id))
             if record is None or record.response is not None:
                 return False
             self._pending[(session_id, request_id)] = replace(record, response=response)
+            if status is not None:
+                now = time.time()
+                for row in list(self._elicitations.values()):
+                    if row.session_id == session_id and row.request_key == request_id and row.status == "pending":
+                        self._elicitations[row.id] = replace(row, status=status, answer=answer, updated=now)
             return True
 
     def get_pending(self, session_id: str, request_id: str) -> PendingRequestRecord | None:
@@ -176,3 +352,101 @@ class MemoryStore:
         for session_id in stale:
             self.delete_session(session_id)
         return len(stale)
+
+    # -- elicitations ------------------------------------------------------------------------
+
+    def get_elicitation(self, record_id: str) -> ElicitationRecord | None:
+        return self._elicitations.get(record_id)
+
+    def find_elicitations(self, elicitation_id: str, server_name: str | None = None) -> list[ElicitationRecord]:
+        rows = [
+            r
+            for r in self._elicitations.values()
+            if r.elicitation_id == elicitation_id and (server_name is None or r.server_name == server_name)
+        ]
+        return sorted(rows, key=lambda r: r.created)
+
+    def update_elicitation(
+        self,
+        record_id: str,
+        status: str,
+        now: float,
+        *,
+        detail: str | None = None,
+        from_statuses: tuple[str, ...] = ("pending",),
+    ) -> bool:
+        with self._lock:
+            row = self._elicitations.get(record_id)
+            if row is None or row.status not in from_statuses:
+                return False
+            self._elicitations[record_id] = replace(row, status=status, detail=detail or row.detail, updated=now)
+            return True
+
+    def complete_elicitations(
+        self, elicitation_id: str, now: float, server_name: str | None = None
+    ) -> list[ElicitationRecord]:
+        moved = []
+        with self._lock:
+            for row in self.find_elicitations(elicitation_id, server_name):
+                if row.status in OPEN_STATUSES:
+                    self._elicitations[row.id] = new = replace(row, status="completed", updated=now)
+                    moved.append(new)
+        return moved
+
+    def expire_elicitations(self, now: float) -> int:
+        with self._lock:
+            stale = [r for r in self._elicitations.values() if r.status == "pending" and r.expires < now]
+            for row in stale:
+                self._elicitations[row.id] = replace(row, status="expired", updated=now)
+            return len(stale)
+
+    # -- 2026-07-28 request state ------------------------------------------------------------
+
+    def save_request_state(self, state: RequestStateRecord, elicitations: list[ElicitationRecord]) -> None:
+        with self._lock:
+            self._states[state.state_id] = state
+            for row in elicitations:
+                self._elicitations[row.id] = row
+
+    def consume_request_state(
+        self,
+        state_id: str,
+        server_name: str,
+        method: str,
+        target: str,
+        args_digest: str,
+        principal: str | None,
+        now: float,
+        answers: dict[str, tuple[str, str | None]],
+    ) -> RequestStateRecord | None:
+        with self._lock:
+            state = self._states.get(state_id)
+            if (
+                state is None
+                or state.consumed is not None
+                or state.expires <= now
+                or (state.server_name, state.method, state.target, state.args_digest, state.principal)
+                != (server_name, method, target, args_digest, principal)
+            ):
+                return None
+            self._states[state_id] = state = replace(state, consumed=now)
+            for row in list(self._elicitations.values()):
+                if row.state_id == state_id and row.request_key in answers and row.status == "pending":
+                    status, answer = answers[row.request_key]
+                    self._elicitations[row.id] = replace(row, status=status, answer=answer, updated=now)
+            return state
+
+    def elicitations_for_state(self, state_id: str) -> list[ElicitationRecord]:
+        return sorted((r for r in self._elicitations.values() if r.state_id == state_id), key=lambda r: r.created)
+
+    def stream_elicitations(self, session_id: str, stream_key: str) -> list[ElicitationRecord]:
+        rows = (r for r in self._elicitations.values() if r.session_id == session_id and r.stream_key == stream_key)
+        return sorted(rows, key=lambda r: r.created)
+
+    # -- workers -----------------------------------------------------------------------------
+
+    def beat_worker(self, worker_id: str, now: float) -> None:
+        self._workers[worker_id] = now
+
+    def worker_seen(self, worker_id: str) -> float | None:
+        return self._workers.get(worker_id)

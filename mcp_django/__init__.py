@@ -1,3 +1,20 @@
-"""MCP for Django: serve an MCP server (the official SDK's ``MCPServer``) from a Django URL."""
+"""MCP for Django: serve an MCP server (the official SDK's ``MCPServer``) from a Django URL.
+
+Public helpers live in :mod:`mcp_django.elicitation` (``complete_elicitation``, ``ElicitUrl``),
+importable from here once Django's app registry is ready.
+"""
 
 from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["ElicitUrl", "UrlConsent", "acomplete_elicitation", "complete_elicitation"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: importing ``mcp_django`` in settings must not import models before apps are ready.
+    if name in __all__:
+        from mcp_django import elicitation
+
+        return getattr(elicitation, name)
+    raise AttributeError(f"module 'mcp_django' has no attribute {name!r}")

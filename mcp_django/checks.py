@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from django.conf import settings
@@ -41,7 +42,16 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                     id="mcp_django.E002",
                 )
             )
-    for key in ("MAX_BODY_SIZE", "SESSION_TTL", "REQUEST_TIMEOUT", "STREAM_HOLD_SECONDS", "POLL_INTERVAL"):
+    numbers = (
+        "MAX_BODY_SIZE",
+        "SESSION_TTL",
+        "REQUEST_TIMEOUT",
+        "STREAM_HOLD_SECONDS",
+        "POLL_INTERVAL",
+        "REQUEST_STATE_TTL",
+        "HEARTBEAT_INTERVAL",
+    )
+    for key in numbers:
         value = user.get(key, DEFAULTS[key])
         if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
             messages.append(Error(f'MCP["{key}"] must be a positive number, got {value!r}.', id="mcp_django.E003"))
@@ -64,3 +74,56 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
         )
     return messages
+
+
+@register("mcp")
+def check_elicitation_schemas(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Every elicitation model a served server's tools can ask for must be flat and primitive."""
+    from mcp_common.schemas import check_server_schemas
+
+    messages: list[CheckMessage] = []
+    for server in _served_servers():
+        name = getattr(_sdk.lowlevel_server(server), "name", "?")
+        for where, problem in check_server_schemas(server):
+            messages.append(
+                Error(
+                    f"MCP server {name!r}, {where}: {problem}",
+                    hint="Elicitation forms take flat models of str, int, float, bool and enum fields.",
+                    id="mcp_django.E004",
+                )
+            )
+    return messages
+
+
+def _served_servers() -> list[Any]:
+    """``MCP["SERVER"]`` and the servers of every MCP view in the URLconf, each once."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from mcp_django.conf import mcp_settings
+    from mcp_django.registry import resolve_server
+
+    candidates: list[Any] = []
+    if mcp_settings.user_settings.get("SERVER") is not None:
+        candidates.append(None)
+    if getattr(settings, "ROOT_URLCONF", None):
+        from django.urls import URLPattern, URLResolver, get_resolver
+
+        def walk(patterns: Any) -> None:
+            for pattern in patterns:
+                if isinstance(pattern, URLResolver):
+                    walk(pattern.url_patterns)
+                elif isinstance(pattern, URLPattern) and getattr(pattern.callback, "mcp_endpoint", False):
+                    candidates.append(getattr(pattern.callback, "view_initkwargs", {}).get("server"))
+
+        # A broken URLconf is reported by Django's own checks.
+        with contextlib.suppress(Exception):
+            walk(get_resolver().url_patterns)
+    servers: dict[int, Any] = {}
+    for candidate in candidates:
+        try:
+            server = resolve_server(candidate)
+            _sdk.lowlevel_server(server)
+        except (ImproperlyConfigured, TypeError):
+            continue
+        servers.setdefault(id(server), server)
+    return list(servers.values())

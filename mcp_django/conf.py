@@ -9,6 +9,8 @@
         "SSE_RETRY_MS": 1000,
         "STREAM_HOLD_SECONDS": 25,
         "POLL_INTERVAL": 0.1,
+        "REQUEST_STATE_TTL": 600,            # seconds a 2026-07-28 requestState (and its questions) lives
+        "HEARTBEAT_INTERVAL": 10,            # seconds between a worker's heartbeats
         "JSON_RESPONSE": False,
         "ASYNC_VIEW": None,                  # None: async when settings.ASGI_APPLICATION is set
     }
@@ -37,6 +39,8 @@ DEFAULTS: dict[str, Any] = {
     "SSE_RETRY_MS": 1000,
     "STREAM_HOLD_SECONDS": 25.0,
     "POLL_INTERVAL": 0.1,
+    "REQUEST_STATE_TTL": 600.0,
+    "HEARTBEAT_INTERVAL": 10.0,
     "JSON_RESPONSE": False,
     "ASYNC_VIEW": None,
 }
@@ -75,6 +79,8 @@ class MCPSettings:
             sse_retry_ms=int(self.SSE_RETRY_MS),
             stream_hold_seconds=float(self.STREAM_HOLD_SECONDS),
             poll_interval=float(self.POLL_INTERVAL),
+            request_state_ttl=float(self.REQUEST_STATE_TTL),
+            heartbeat_interval=float(self.HEARTBEAT_INTERVAL),
             json_response=bool(self.JSON_RESPONSE),
         )
 

@@ -1,4 +1,4 @@
-"""What a legacy MCP conversation keeps between requests (the core's ``SessionStore``)."""
+"""What an MCP conversation keeps between requests (the core's ``SessionStore``)."""
 
 from __future__ import annotations
 
@@ -53,3 +53,80 @@ class MCPPendingRequest(models.Model):
     class Meta:
         verbose_name = "MCP pending request"
         constraints = [models.UniqueConstraint(fields=["session_id", "request_id"], name="mcp_pending_unique")]
+
+
+class MCPElicitation(models.Model):
+    """A question a tool asked a user, in either protocol era, and what became of it."""
+
+    STATUS_CHOICES = [
+        ("pending", "Pending"),
+        ("accepted", "Accepted"),
+        ("declined", "Declined"),
+        ("cancelled", "Cancelled"),
+        ("completed", "Completed"),
+        ("expired", "Expired"),
+    ]
+    MODE_CHOICES = [("form", "Form"), ("url", "URL")]
+
+    id = models.CharField(max_length=32, primary_key=True)
+    server_name = models.CharField(max_length=200)
+    tool = models.CharField(max_length=200, null=True, blank=True)
+    session_id = models.CharField(max_length=64, null=True, blank=True, help_text="Legacy session that asked.")
+    state_id = models.CharField(
+        max_length=32, null=True, blank=True, db_index=True, help_text="2026-07-28 request state that asked."
+    )
+    request_key = models.CharField(max_length=200, help_text="Server-to-client request id, or inputRequests key.")
+    principal = models.CharField(max_length=255, null=True, blank=True)
+    mode = models.CharField(max_length=8, choices=MODE_CHOICES)
+    message = models.TextField()
+    requested_schema = models.TextField(null=True, blank=True)
+    url = models.TextField(null=True, blank=True)
+    elicitation_id = models.CharField(max_length=255, null=True, blank=True, db_index=True)
+    status = models.CharField(max_length=16, choices=STATUS_CHOICES, default="pending", db_index=True)
+    answer = models.TextField(null=True, blank=True)
+    detail = models.TextField(null=True, blank=True)
+    owner = models.CharField(max_length=255, null=True, blank=True, help_text="Worker whose call waits.")
+    stream_key = models.CharField(max_length=64, null=True, blank=True)
+    call_id = models.CharField(max_length=255, null=True, blank=True, help_text="The asking call's JSON-RPC id.")
+    created = models.DateTimeField()
+    updated = models.DateTimeField()
+    expires = models.DateTimeField()
+
+    class Meta:
+        verbose_name = "MCP elicitation"
+        ordering = ["-created"]
+        indexes = [
+            models.Index(fields=["session_id", "request_key"], name="mcp_elicitation_request"),
+            models.Index(fields=["session_id", "stream_key"], name="mcp_elicitation_stream"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.mode} elicitation {self.elicitation_id or self.id} ({self.status})"
+
+
+class MCPRequestState(models.Model):
+    """A 2026-07-28 requestState behind a single-use handle."""
+
+    state_id = models.CharField(max_length=32, primary_key=True)
+    server_name = models.CharField(max_length=200)
+    method = models.CharField(max_length=64)
+    target = models.TextField()
+    args_digest = models.CharField(max_length=64)
+    principal = models.CharField(max_length=255, null=True, blank=True)
+    sealed = models.TextField()
+    created = models.DateTimeField()
+    expires = models.DateTimeField(db_index=True)
+    consumed = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "MCP request state"
+
+
+class MCPWorker(models.Model):
+    """A worker process's heartbeat: a call whose worker stopped beating is ended as failed."""
+
+    worker_id = models.CharField(max_length=255, primary_key=True)
+    last_beat = models.DateTimeField()
+
+    class Meta:
+        verbose_name = "MCP worker"

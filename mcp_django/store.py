@@ -9,13 +9,28 @@ from __future__ import annotations
 import datetime as dt
 import functools
 from collections.abc import Callable
+from dataclasses import fields, replace
 from typing import Any, TypeVar
 
-from django.db import DatabaseError, InterfaceError, OperationalError, connections, router
+from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError, connections, router, transaction
 from django.utils import timezone
 
-from mcp_common.store import EventRecord, PendingRequestRecord, SessionRecord
-from mcp_django.models import MCPEvent, MCPPendingRequest, MCPSession
+from mcp_common.store import (
+    OPEN_STATUSES,
+    ElicitationRecord,
+    EventRecord,
+    PendingRequestRecord,
+    RequestStateRecord,
+    SessionRecord,
+)
+from mcp_django.models import (
+    MCPElicitation,
+    MCPEvent,
+    MCPPendingRequest,
+    MCPRequestState,
+    MCPSession,
+    MCPWorker,
+)
 
 T = TypeVar("T")
 
@@ -30,8 +45,7 @@ def _retry(fn: Callable[..., T]) -> Callable[..., T]:
         try:
             return fn(*args, **kwargs)
         except (InterfaceError, OperationalError):
-            alias = router.db_for_write(MCPSession)
-            connections[alias].close()
+            connections[_alias()].close()
             return fn(*args, **kwargs)
 
     return wrapper
@@ -73,6 +87,7 @@ class DjangoStore:
 
     @_retry
     def delete_session(self, session_id: str) -> bool:
+        # Elicitation rows stay: they are the record of what was asked and answered.
         deleted, _ = MCPSession.objects.filter(session_id=session_id).delete()
         MCPEvent.objects.filter(session_id=session_id).delete()
         MCPPendingRequest.objects.filter(session_id=session_id).delete()
@@ -104,15 +119,38 @@ class DjangoStore:
         MCPSession.objects.filter(session_id=session_id, get_cursor__lt=event_id).update(get_cursor=event_id)
 
     @_retry
-    def create_pending(self, session_id: str, request_id: str, method: str, params: str) -> None:
-        MCPPendingRequest.objects.create(session_id=session_id, request_id=request_id, method=method, params=params)
+    def create_pending(
+        self,
+        session_id: str,
+        request_id: str,
+        method: str,
+        params: str,
+        elicitation: ElicitationRecord | None = None,
+    ) -> None:
+        with transaction.atomic(using=_alias()):
+            MCPPendingRequest.objects.create(session_id=session_id, request_id=request_id, method=method, params=params)
+            if elicitation is not None:
+                _elicitation_row(elicitation).save(force_insert=True)
 
     @_retry
-    def answer_pending(self, session_id: str, request_id: str, response: str) -> bool:
-        # One UPDATE with the NULL guard: the first answer wins, whichever worker it reaches.
-        updated = MCPPendingRequest.objects.filter(
-            session_id=session_id, request_id=request_id, response__isnull=True
-        ).update(response=response, answered=timezone.now())
+    def answer_pending(
+        self,
+        session_id: str,
+        request_id: str,
+        response: str,
+        status: str | None = None,
+        answer: str | None = None,
+    ) -> bool:
+        now = timezone.now()
+        with transaction.atomic(using=_alias()):
+            # One UPDATE with the NULL guard: the first answer wins, whichever worker it reaches.
+            updated = MCPPendingRequest.objects.filter(
+                session_id=session_id, request_id=request_id, response__isnull=True
+            ).update(response=response, answered=now)
+            if updated == 1 and status is not None:
+                MCPElicitation.objects.filter(session_id=session_id, request_key=request_id, status="pending").update(
+                    status=status, answer=answer, updated=now
+                )
         return updated == 1
 
     @_retry
@@ -130,6 +168,7 @@ class DjangoStore:
 
     @_retry
     def purge_expired(self, older_than: float) -> int:
+        MCPRequestState.objects.filter(expires__lt=_ts(older_than)).delete()
         stale = list(MCPSession.objects.filter(last_seen__lt=_ts(older_than)).values_list("session_id", flat=True))
         for session_id in stale:
             try:
@@ -137,3 +176,162 @@ class DjangoStore:
             except DatabaseError:  # pragma: no cover - next purge retries
                 continue
         return len(stale)
+
+    # -- elicitations ------------------------------------------------------------------------
+
+    @_retry
+    def get_elicitation(self, record_id: str) -> ElicitationRecord | None:
+        row = MCPElicitation.objects.filter(id=record_id).first()
+        return _elicitation_record(row) if row is not None else None
+
+    @_retry
+    def find_elicitations(self, elicitation_id: str, server_name: str | None = None) -> list[ElicitationRecord]:
+        rows = MCPElicitation.objects.filter(elicitation_id=elicitation_id)
+        if server_name is not None:
+            rows = rows.filter(server_name=server_name)
+        return [_elicitation_record(r) for r in rows.order_by("created", "id")]
+
+    @_retry
+    def update_elicitation(
+        self,
+        record_id: str,
+        status: str,
+        now: float,
+        *,
+        detail: str | None = None,
+        from_statuses: tuple[str, ...] = ("pending",),
+    ) -> bool:
+        changes: dict[str, Any] = {"status": status, "updated": _ts(now)}
+        if detail is not None:
+            changes["detail"] = detail
+        return MCPElicitation.objects.filter(id=record_id, status__in=from_statuses).update(**changes) == 1
+
+    @_retry
+    def complete_elicitations(
+        self, elicitation_id: str, now: float, server_name: str | None = None
+    ) -> list[ElicitationRecord]:
+        moved = []
+        for record in self.find_elicitations(elicitation_id, server_name):
+            if record.status in OPEN_STATUSES and self.update_elicitation(
+                record.id, "completed", now, from_statuses=OPEN_STATUSES
+            ):
+                moved.append(replace(record, status="completed", updated=now))
+        return moved
+
+    @_retry
+    def expire_elicitations(self, now: float) -> int:
+        return MCPElicitation.objects.filter(status="pending", expires__lt=_ts(now)).update(
+            status="expired", updated=_ts(now)
+        )
+
+    # -- 2026-07-28 request state ------------------------------------------------------------
+
+    @_retry
+    def save_request_state(self, state: RequestStateRecord, elicitations: list[ElicitationRecord]) -> None:
+        with transaction.atomic(using=_alias()):
+            MCPRequestState.objects.create(
+                state_id=state.state_id,
+                server_name=state.server_name,
+                method=state.method,
+                target=state.target,
+                args_digest=state.args_digest,
+                principal=state.principal,
+                sealed=state.sealed,
+                created=_ts(state.created),
+                expires=_ts(state.expires),
+            )
+            if elicitations:
+                MCPElicitation.objects.bulk_create([_elicitation_row(r) for r in elicitations])
+
+    @_retry
+    def consume_request_state(
+        self,
+        state_id: str,
+        server_name: str,
+        method: str,
+        target: str,
+        args_digest: str,
+        principal: str | None,
+        now: float,
+        answers: dict[str, tuple[str, str | None]],
+    ) -> RequestStateRecord | None:
+        moment = _ts(now)
+        with transaction.atomic(using=_alias()):
+            # The single-use guarantee is this one guarded UPDATE: of two workers redeeming the
+            # same handle, exactly one sees a row change.
+            claimed = MCPRequestState.objects.filter(
+                state_id=state_id,
+                consumed__isnull=True,
+                expires__gt=moment,
+                server_name=server_name,
+                method=method,
+                target=target,
+                args_digest=args_digest,
+                **({"principal__isnull": True} if principal is None else {"principal": principal}),
+            ).update(consumed=moment)
+            if claimed != 1:
+                return None
+            row = MCPRequestState.objects.get(state_id=state_id)
+            for key, (status, answer) in answers.items():
+                MCPElicitation.objects.filter(state_id=state_id, request_key=key, status="pending").update(
+                    status=status, answer=answer, updated=moment
+                )
+        return RequestStateRecord(
+            state_id=row.state_id,
+            server_name=row.server_name,
+            method=row.method,
+            target=row.target,
+            args_digest=row.args_digest,
+            principal=row.principal,
+            sealed=row.sealed,
+            created=row.created.timestamp(),
+            expires=row.expires.timestamp(),
+            consumed=now,
+        )
+
+    @_retry
+    def elicitations_for_state(self, state_id: str) -> list[ElicitationRecord]:
+        return [_elicitation_record(r) for r in MCPElicitation.objects.filter(state_id=state_id).order_by("created")]
+
+    @_retry
+    def stream_elicitations(self, session_id: str, stream_key: str) -> list[ElicitationRecord]:
+        rows = MCPElicitation.objects.filter(session_id=session_id, stream_key=stream_key).order_by("created")
+        return [_elicitation_record(r) for r in rows]
+
+    # -- workers -----------------------------------------------------------------------------
+
+    @_retry
+    def beat_worker(self, worker_id: str, now: float) -> None:
+        if MCPWorker.objects.filter(worker_id=worker_id).update(last_beat=_ts(now)) == 0:
+            try:
+                with transaction.atomic(using=_alias()):
+                    MCPWorker.objects.create(worker_id=worker_id, last_beat=_ts(now))
+            except IntegrityError:
+                MCPWorker.objects.filter(worker_id=worker_id).update(last_beat=_ts(now))
+
+    @_retry
+    def worker_seen(self, worker_id: str) -> float | None:
+        beat = MCPWorker.objects.filter(worker_id=worker_id).values_list("last_beat", flat=True).first()
+        return beat.timestamp() if beat is not None else None
+
+
+def _alias() -> str:
+    return router.db_for_write(MCPSession)
+
+
+_ELICITATION_FIELDS = [f.name for f in fields(ElicitationRecord)]
+_TIME_FIELDS = ("created", "updated", "expires")
+
+
+def _elicitation_row(record: ElicitationRecord) -> MCPElicitation:
+    values = {name: getattr(record, name) for name in _ELICITATION_FIELDS}
+    for name in _TIME_FIELDS:
+        values[name] = _ts(values[name])
+    return MCPElicitation(**values)
+
+
+def _elicitation_record(row: MCPElicitation) -> ElicitationRecord:
+    values = {name: getattr(row, name) for name in _ELICITATION_FIELDS}
+    for name in _TIME_FIELDS:
+        values[name] = values[name].timestamp()
+    return ElicitationRecord(**values)

@@ -4,11 +4,13 @@
 
     mcp = MCP(app, server=my_server)          # Streamable HTTP at /mcp
 
-Then ``flask mcp migrate`` creates the tables legacy sessions live in.
+Then ``flask mcp migrate`` creates the tables that legacy sessions, elicitations and
+2026-07-28 request states live in.
 """
 
 from __future__ import annotations
 
+from mcp_flask.elicitation import ElicitUrl, UrlConsent, complete_elicitation
 from mcp_flask.extension import MCP, MCPState, flask_login_principal, get_state
 from mcp_flask.migrations import migrate
 from mcp_flask.store import SQLAlchemyStore, make_engine
@@ -16,9 +18,12 @@ from mcp_flask.views import MCPView
 
 __all__ = [
     "MCP",
+    "ElicitUrl",
     "MCPState",
     "MCPView",
     "SQLAlchemyStore",
+    "UrlConsent",
+    "complete_elicitation",
     "flask_login_principal",
     "get_state",
     "make_engine",

@@ -15,6 +15,10 @@
                             it (the client resumes with ``Last-Event-ID``). Default 25.
 ``MCP_POLL_INTERVAL``       Seconds between database polls for answers and events that may
                             come from another process. Default 0.1.
+``MCP_REQUEST_STATE_TTL``   Seconds a 2026-07-28 ``requestState`` (and the elicitations its
+                            round asked) stays valid. Default 600.
+``MCP_HEARTBEAT_INTERVAL``  Seconds between a worker's heartbeats (a legacy call whose worker
+                            stopped beating ends with an error on resume). Default 10.
 ``MCP_JSON_RESPONSE``       Answer with JSON only, never SSE. Default ``False``.
 ``MCP_DATABASE_URI``        Where sessions, events and pending requests live. Default: the
                             app's ``SQLALCHEMY_DATABASE_URI`` when Flask-SQLAlchemy is set up,
@@ -52,6 +56,8 @@ DEFAULTS: dict[str, Any] = {
     "MCP_SSE_RETRY_MS": 1000,
     "MCP_STREAM_HOLD_SECONDS": 25.0,
     "MCP_POLL_INTERVAL": 0.1,
+    "MCP_REQUEST_STATE_TTL": 600.0,
+    "MCP_HEARTBEAT_INTERVAL": 10.0,
     "MCP_JSON_RESPONSE": False,
     "MCP_DATABASE_URI": None,
     "MCP_ENGINE_OPTIONS": {},
@@ -153,5 +159,7 @@ def build_config(app: Flask) -> MCPConfig:
         sse_retry_ms=_integer(config, "MCP_SSE_RETRY_MS", "milliseconds", 0),
         stream_hold_seconds=_number(config, "MCP_STREAM_HOLD_SECONDS", "seconds"),
         poll_interval=_number(config, "MCP_POLL_INTERVAL", "seconds"),
+        request_state_ttl=_number(config, "MCP_REQUEST_STATE_TTL", "seconds"),
+        heartbeat_interval=_number(config, "MCP_HEARTBEAT_INTERVAL", "seconds"),
         json_response=json_response,
     )

@@ -17,6 +17,7 @@ from werkzeug.utils import ImportStringError, import_string
 from mcp_common import _sdk
 from mcp_common.config import MCPConfig
 from mcp_common.jsonrpc import dumps, error_body
+from mcp_common.schemas import assert_server_schemas
 from mcp_flask.conf import apply_defaults, build_config
 from mcp_flask.endpoint import FlaskEndpoint
 from mcp_flask.store import SQLAlchemyStore, make_engine
@@ -215,7 +216,12 @@ class MCP:
 
     def init_app(self, app: Flask) -> None:
         """Read the ``MCP_*`` configuration, build one endpoint per server and add their routes
-        and the ``flask mcp`` commands. Call it once per application."""
+        and the ``flask mcp`` commands. Call it once per application.
+
+        Raises :class:`mcp_common.schemas.ElicitationSchemaError` (a ``TypeError``) when a
+        server's tool asks with an elicitation model the MCP spec does not accept (a nested
+        model, a list of models...), with the SDK's own message.
+        """
         if EXTENSION_KEY in app.extensions:
             raise RuntimeError(
                 "An 'MCP' instance has already been registered on this Flask app. Import and use that "
@@ -230,6 +236,9 @@ class MCP:
         apply_defaults(app, uses_flask_sqlalchemy=uses_flask_sqlalchemy)
         config = build_config(app)
         servers = {url: resolve_server(entry.server) for url, entry in self._servers.items()}
+        for url, served in servers.items():
+            # A nested elicitation model fails here, at start-up, not in front of a user mid-call.
+            assert_server_schemas(served, label=f"MCP server at {url!r}")
         engine = make_engine(app.config["MCP_DATABASE_URI"], app.config["MCP_ENGINE_OPTIONS"])
         store = SQLAlchemyStore(engine)
         state = MCPState(extension=self, config=config, engine=engine, store=store)

@@ -1,4 +1,4 @@
-"""What a legacy MCP conversation keeps between requests (the core's ``SessionStore``).
+"""What an MCP conversation keeps between requests (the core's ``SessionStore``).
 
 The tables live on their own :data:`metadata`, not on the application's ``db.Model``: the
 extension ships its own Alembic history (``flask mcp migrate``), and the application's
@@ -34,7 +34,7 @@ metadata = MetaData(
         "pk": "pk_%(table_name)s",
     }
 )
-"""The extension's own ``MetaData``: the three tables below and nothing else."""
+"""The extension's own ``MetaData``: the tables below and nothing else."""
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY (a rowid alias), not a BIGINT one.
 BigAutoId = BigInteger().with_variant(Integer(), "sqlite")
@@ -126,6 +126,76 @@ class MCPPendingRequest(MCPModel):
 
     def __repr__(self) -> str:
         return f"<MCPPendingRequest {self.session_id} {self.request_id}>"
+
+
+class MCPElicitation(MCPModel):
+    """A question a tool asked a user, in either protocol era, and what became of it.
+
+    The audit trail of elicitations: deleting a session leaves its rows here.
+    """
+
+    __tablename__ = "mcp_elicitation"
+    __table_args__ = (
+        Index("ix_mcp_elicitation_request", "session_id", "request_key"),
+        Index("ix_mcp_elicitation_stream", "session_id", "stream_key"),
+    )
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    server_name: Mapped[str] = mapped_column(String(200))
+    tool: Mapped[str | None] = mapped_column(String(200))
+    session_id: Mapped[str | None] = mapped_column(String(64), doc="Legacy session that asked.")
+    state_id: Mapped[str | None] = mapped_column(String(32), index=True, doc="2026-07-28 request state that asked.")
+    request_key: Mapped[str] = mapped_column(String(200), doc="Server-to-client request id, or inputRequests key.")
+    principal: Mapped[str | None] = mapped_column(String(255))
+    mode: Mapped[str] = mapped_column(String(8), doc="form or url.")
+    message: Mapped[str] = mapped_column(Text)
+    requested_schema: Mapped[str | None] = mapped_column(Text)
+    url: Mapped[str | None] = mapped_column(Text)
+    elicitation_id: Mapped[str | None] = mapped_column(String(255), index=True)
+    status: Mapped[str] = mapped_column(String(16), default="pending", index=True)
+    answer: Mapped[str | None] = mapped_column(Text)
+    detail: Mapped[str | None] = mapped_column(Text)
+    owner: Mapped[str | None] = mapped_column(String(255), doc="Worker whose call waits.")
+    stream_key: Mapped[str | None] = mapped_column(String(64))
+    call_id: Mapped[str | None] = mapped_column(String(255), doc="The asking call's JSON-RPC id.")
+    created: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    updated: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    expires: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+
+    def __repr__(self) -> str:
+        return f"<MCPElicitation {self.mode} {self.elicitation_id or self.id} ({self.status})>"
+
+
+class MCPRequestState(MCPModel):
+    """A 2026-07-28 requestState behind a single-use handle."""
+
+    __tablename__ = "mcp_request_state"
+
+    state_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    server_name: Mapped[str] = mapped_column(String(200))
+    method: Mapped[str] = mapped_column(String(64))
+    target: Mapped[str] = mapped_column(Text)
+    args_digest: Mapped[str] = mapped_column(String(64))
+    principal: Mapped[str | None] = mapped_column(String(255))
+    sealed: Mapped[str] = mapped_column(Text)
+    created: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    expires: Mapped[dt.datetime] = mapped_column(UTCDateTime, index=True)
+    consumed: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+
+    def __repr__(self) -> str:
+        return f"<MCPRequestState {self.state_id}>"
+
+
+class MCPWorker(MCPModel):
+    """A worker process's heartbeat: a call whose worker stopped beating is ended as failed."""
+
+    __tablename__ = "mcp_worker"
+
+    worker_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    last_beat: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+
+    def __repr__(self) -> str:
+        return f"<MCPWorker {self.worker_id}>"
 
 
 TABLES = frozenset(metadata.tables)

@@ -12,16 +12,32 @@ import functools
 import os
 import weakref
 from collections.abc import Callable, Mapping
+from dataclasses import fields, replace
 from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy import Engine, create_engine, delete, event, select, update
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
 
-from mcp_common.store import EventRecord, PendingRequestRecord, SessionRecord
-from mcp_flask.models import MCPEvent, MCPPendingRequest, MCPSession, utcnow
+from mcp_common.store import (
+    OPEN_STATUSES,
+    ElicitationRecord,
+    EventRecord,
+    PendingRequestRecord,
+    RequestStateRecord,
+    SessionRecord,
+)
+from mcp_flask.models import (
+    MCPElicitation,
+    MCPEvent,
+    MCPPendingRequest,
+    MCPRequestState,
+    MCPSession,
+    MCPWorker,
+    utcnow,
+)
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -32,6 +48,41 @@ SQLITE_TIMEOUT = 20
 
 def _ts(value: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(value, tz=dt.UTC)
+
+
+_ELICITATION_FIELDS = tuple(f.name for f in fields(ElicitationRecord))
+_ELICITATION_TIMES = ("created", "updated", "expires")
+_NO_SYNC: dict[str, Any] = {"synchronize_session": False}
+"""Bulk UPDATE/DELETE options: the store never keeps ORM objects across statements."""
+
+
+def _elicitation_row(record: ElicitationRecord) -> MCPElicitation:
+    values = {name: getattr(record, name) for name in _ELICITATION_FIELDS}
+    for name in _ELICITATION_TIMES:
+        values[name] = _ts(values[name])
+    return MCPElicitation(**values)
+
+
+def _elicitation_record(row: MCPElicitation) -> ElicitationRecord:
+    values = {name: getattr(row, name) for name in _ELICITATION_FIELDS}
+    for name in _ELICITATION_TIMES:
+        values[name] = values[name].timestamp()
+    return ElicitationRecord(**values)
+
+
+def _state_record(row: MCPRequestState) -> RequestStateRecord:
+    return RequestStateRecord(
+        state_id=row.state_id,
+        server_name=row.server_name,
+        method=row.method,
+        target=row.target,
+        args_digest=row.args_digest,
+        principal=row.principal,
+        sealed=row.sealed,
+        created=row.created.timestamp(),
+        expires=row.expires.timestamp(),
+        consumed=row.consumed.timestamp() if row.consumed is not None else None,
+    )
 
 
 def _retry(fn: Callable[P, T]) -> Callable[P, T]:
@@ -55,9 +106,13 @@ def _retry(fn: Callable[P, T]) -> Callable[P, T]:
 
 
 class SQLAlchemyStore:
-    """Sessions, events and pending requests in a SQL database, through SQLAlchemy 2.x.
+    """Sessions, events, pending requests, elicitations, request states and worker heartbeats
+    in a SQL database, through SQLAlchemy 2.x.
 
-    ``engine`` must reach a database migrated with :func:`mcp_flask.migrate`.
+    ``engine`` must reach a database migrated with :func:`mcp_flask.migrate`. Every guarantee
+    that holds across worker processes (first answer wins, a request state is redeemed once)
+    rests on one guarded ``UPDATE`` whose row count says who won, never on a read followed by
+    a write.
     """
 
     def __init__(self, engine: Engine) -> None:
@@ -108,7 +163,8 @@ class SQLAlchemyStore:
 
     @_retry
     def delete_session(self, session_id: str) -> bool:
-        options = {"synchronize_session": False}
+        # Elicitation rows stay: they are the record of what was asked and answered.
+        options = _NO_SYNC
         with self._session() as s, s.begin():
             deleted = s.execute(
                 delete(MCPSession).where(MCPSession.session_id == session_id), execution_options=options
@@ -164,12 +220,29 @@ class SQLAlchemyStore:
             )
 
     @_retry
-    def create_pending(self, session_id: str, request_id: str, method: str, params: str) -> None:
+    def create_pending(
+        self,
+        session_id: str,
+        request_id: str,
+        method: str,
+        params: str,
+        elicitation: ElicitationRecord | None = None,
+    ) -> None:
         with self._session() as s, s.begin():
             s.add(MCPPendingRequest(session_id=session_id, request_id=request_id, method=method, params=params))
+            if elicitation is not None:
+                s.add(_elicitation_row(elicitation))
 
     @_retry
-    def answer_pending(self, session_id: str, request_id: str, response: str) -> bool:
+    def answer_pending(
+        self,
+        session_id: str,
+        request_id: str,
+        response: str,
+        status: str | None = None,
+        answer: str | None = None,
+    ) -> bool:
+        now = utcnow()
         # One UPDATE with the NULL guard: the first answer wins, whichever worker it reaches.
         query = (
             update(MCPPendingRequest)
@@ -178,11 +251,23 @@ class SQLAlchemyStore:
                 MCPPendingRequest.request_id == request_id,
                 MCPPendingRequest.response.is_(None),
             )
-            .values(response=response, answered=utcnow())
+            .values(response=response, answered=now)
         )
         with self._session() as s, s.begin():
-            result = s.execute(query, execution_options={"synchronize_session": False})
-            return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+            result = s.execute(query, execution_options=_NO_SYNC)
+            won = bool(result.rowcount == 1)  # type: ignore[attr-defined]
+            if won and status is not None:
+                s.execute(
+                    update(MCPElicitation)
+                    .where(
+                        MCPElicitation.session_id == session_id,
+                        MCPElicitation.request_key == request_id,
+                        MCPElicitation.status == "pending",
+                    )
+                    .values(status=status, answer=answer, updated=now),
+                    execution_options=_NO_SYNC,
+                )
+            return won
 
     @_retry
     def get_pending(self, session_id: str, request_id: str) -> PendingRequestRecord | None:
@@ -209,6 +294,12 @@ class SQLAlchemyStore:
 
     @_retry
     def purge_expired(self, older_than: float) -> int:
+        """Delete sessions idle since before ``older_than`` (how many), and request states that
+        expired before it, consumed or not. Elicitation rows stay."""
+        with self._session() as s, s.begin():
+            s.execute(
+                delete(MCPRequestState).where(MCPRequestState.expires < _ts(older_than)), execution_options=_NO_SYNC
+            )
         with self._session() as s, s.begin():
             stale = list(s.scalars(select(MCPSession.session_id).where(MCPSession.last_seen < _ts(older_than))))
         for session_id in stale:
@@ -217,6 +308,199 @@ class SQLAlchemyStore:
             except SQLAlchemyError:  # pragma: no cover - the next purge retries
                 continue
         return len(stale)
+
+    # -- elicitations ------------------------------------------------------------------------
+
+    @_retry
+    def get_elicitation(self, record_id: str) -> ElicitationRecord | None:
+        with self._session() as s, s.begin():
+            row = s.get(MCPElicitation, record_id)
+            return _elicitation_record(row) if row is not None else None
+
+    @_retry
+    def find_elicitations(self, elicitation_id: str, server_name: str | None = None) -> list[ElicitationRecord]:
+        query = select(MCPElicitation).where(MCPElicitation.elicitation_id == elicitation_id)
+        if server_name is not None:
+            query = query.where(MCPElicitation.server_name == server_name)
+        with self._session() as s, s.begin():
+            return [
+                _elicitation_record(row) for row in s.scalars(query.order_by(MCPElicitation.created, MCPElicitation.id))
+            ]
+
+    @_retry
+    def update_elicitation(
+        self,
+        record_id: str,
+        status: str,
+        now: float,
+        *,
+        detail: str | None = None,
+        from_statuses: tuple[str, ...] = ("pending",),
+    ) -> bool:
+        changes: dict[str, Any] = {"status": status, "updated": _ts(now)}
+        if detail is not None:
+            changes["detail"] = detail
+        query = (
+            update(MCPElicitation)
+            .where(MCPElicitation.id == record_id, MCPElicitation.status.in_(from_statuses))
+            .values(**changes)
+        )
+        with self._session() as s, s.begin():
+            return bool(s.execute(query, execution_options=_NO_SYNC).rowcount == 1)  # type: ignore[attr-defined]
+
+    @_retry
+    def complete_elicitations(
+        self, elicitation_id: str, now: float, server_name: str | None = None
+    ) -> list[ElicitationRecord]:
+        candidates = select(MCPElicitation.id).where(
+            MCPElicitation.elicitation_id == elicitation_id, MCPElicitation.status.in_(OPEN_STATUSES)
+        )
+        if server_name is not None:
+            candidates = candidates.where(MCPElicitation.server_name == server_name)
+        candidates = candidates.order_by(MCPElicitation.created, MCPElicitation.id)
+        with self._session() as s, s.begin():
+            ids = list(s.scalars(candidates))
+        if not ids:
+            return []
+        moved: list[ElicitationRecord] = []
+        with self._session() as s, s.begin():
+            for record_id in ids:
+                # Guarded per row: of two workers completing the same elicitation, each row moves
+                # for exactly one of them, and each reports only the rows it moved.
+                result = s.execute(
+                    update(MCPElicitation)
+                    .where(MCPElicitation.id == record_id, MCPElicitation.status.in_(OPEN_STATUSES))
+                    .values(status="completed", updated=_ts(now)),
+                    execution_options=_NO_SYNC,
+                )
+                if result.rowcount == 1:  # type: ignore[attr-defined]
+                    # Read after the write, in its transaction: the row as this update left it.
+                    row = s.get(MCPElicitation, record_id)
+                    if row is not None:
+                        moved.append(_elicitation_record(row))
+        return moved
+
+    @_retry
+    def expire_elicitations(self, now: float) -> int:
+        query = (
+            update(MCPElicitation)
+            .where(MCPElicitation.status == "pending", MCPElicitation.expires < _ts(now))
+            .values(status="expired", updated=_ts(now))
+        )
+        with self._session() as s, s.begin():
+            return int(s.execute(query, execution_options=_NO_SYNC).rowcount)  # type: ignore[attr-defined]
+
+    # -- 2026-07-28 request state ------------------------------------------------------------
+
+    @_retry
+    def save_request_state(self, state: RequestStateRecord, elicitations: list[ElicitationRecord]) -> None:
+        with self._session() as s, s.begin():
+            s.add(
+                MCPRequestState(
+                    state_id=state.state_id,
+                    server_name=state.server_name,
+                    method=state.method,
+                    target=state.target,
+                    args_digest=state.args_digest,
+                    principal=state.principal,
+                    sealed=state.sealed,
+                    created=_ts(state.created),
+                    expires=_ts(state.expires),
+                    consumed=_ts(state.consumed) if state.consumed is not None else None,
+                )
+            )
+            s.add_all([_elicitation_row(record) for record in elicitations])
+
+    @_retry
+    def consume_request_state(
+        self,
+        state_id: str,
+        server_name: str,
+        method: str,
+        target: str,
+        args_digest: str,
+        principal: str | None,
+        now: float,
+        answers: dict[str, tuple[str, str | None]],
+    ) -> RequestStateRecord | None:
+        moment = _ts(now)
+        # The single-use guarantee is this one guarded UPDATE: of two workers redeeming the same
+        # handle, exactly one sees a row change. A handle presented with the wrong binding is
+        # left as it was, redeemable by the right request.
+        claim = (
+            update(MCPRequestState)
+            .where(
+                MCPRequestState.state_id == state_id,
+                MCPRequestState.consumed.is_(None),
+                MCPRequestState.expires > moment,
+                MCPRequestState.server_name == server_name,
+                MCPRequestState.method == method,
+                MCPRequestState.target == target,
+                MCPRequestState.args_digest == args_digest,
+                MCPRequestState.principal.is_not_distinct_from(principal),
+            )
+            .values(consumed=moment)
+        )
+        with self._session() as s, s.begin():
+            if s.execute(claim, execution_options=_NO_SYNC).rowcount != 1:  # type: ignore[attr-defined]
+                return None
+            row = s.get(MCPRequestState, state_id)
+            assert row is not None  # just claimed, in this transaction
+            for key, (status, answer) in answers.items():
+                s.execute(
+                    update(MCPElicitation)
+                    .where(
+                        MCPElicitation.state_id == state_id,
+                        MCPElicitation.request_key == key,
+                        MCPElicitation.status == "pending",
+                    )
+                    .values(status=status, answer=answer, updated=moment),
+                    execution_options=_NO_SYNC,
+                )
+            record = _state_record(row)
+        return replace(record, consumed=now)
+
+    @_retry
+    def elicitations_for_state(self, state_id: str) -> list[ElicitationRecord]:
+        query = (
+            select(MCPElicitation)
+            .where(MCPElicitation.state_id == state_id)
+            .order_by(MCPElicitation.created, MCPElicitation.id)
+        )
+        with self._session() as s, s.begin():
+            return [_elicitation_record(row) for row in s.scalars(query)]
+
+    @_retry
+    def stream_elicitations(self, session_id: str, stream_key: str) -> list[ElicitationRecord]:
+        query = (
+            select(MCPElicitation)
+            .where(MCPElicitation.session_id == session_id, MCPElicitation.stream_key == stream_key)
+            .order_by(MCPElicitation.created, MCPElicitation.id)
+        )
+        with self._session() as s, s.begin():
+            return [_elicitation_record(row) for row in s.scalars(query)]
+
+    # -- workers -----------------------------------------------------------------------------
+
+    @_retry
+    def beat_worker(self, worker_id: str, now: float) -> None:
+        beat = update(MCPWorker).where(MCPWorker.worker_id == worker_id).values(last_beat=_ts(now))
+        with self._session() as s, s.begin():
+            if s.execute(beat, execution_options=_NO_SYNC).rowcount == 1:  # type: ignore[attr-defined]
+                return
+        try:
+            with self._session() as s, s.begin():
+                s.add(MCPWorker(worker_id=worker_id, last_beat=_ts(now)))
+        except IntegrityError:
+            # Another thread or process inserted the row between our UPDATE and INSERT.
+            with self._session() as s, s.begin():
+                s.execute(beat, execution_options=_NO_SYNC)
+
+    @_retry
+    def worker_seen(self, worker_id: str) -> float | None:
+        with self._session() as s, s.begin():
+            beat = s.scalar(select(MCPWorker.last_beat).where(MCPWorker.worker_id == worker_id))
+            return beat.timestamp() if beat is not None else None
 
 
 # -- engines -----------------------------------------------------------------------------------

@@ -83,6 +83,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 MCP = {
     "SERVER": "example_project.servers.demo.mcp",
     "STREAM_HOLD_SECONDS": float(os.environ.get("MCP_EXAMPLE_STREAM_HOLD", "25")),
+    "REQUEST_TIMEOUT": float(os.environ.get("MCP_EXAMPLE_REQUEST_TIMEOUT", "600")),
+    "REQUEST_STATE_TTL": float(os.environ.get("MCP_EXAMPLE_STATE_TTL", "600")),
+    "HEARTBEAT_INTERVAL": float(os.environ.get("MCP_EXAMPLE_HEARTBEAT", "10")),
 }
 
 LOGGING = {

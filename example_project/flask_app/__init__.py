@@ -53,6 +53,9 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         SECRET_KEY=SECRET_KEY,
         MCP_DATABASE_URI=database_url(),
         MCP_STREAM_HOLD_SECONDS=float(os.environ.get("MCP_EXAMPLE_STREAM_HOLD", "25")),
+        MCP_REQUEST_TIMEOUT=float(os.environ.get("MCP_EXAMPLE_REQUEST_TIMEOUT", "600")),
+        MCP_REQUEST_STATE_TTL=float(os.environ.get("MCP_EXAMPLE_STATE_TTL", "600")),
+        MCP_HEARTBEAT_INTERVAL=float(os.environ.get("MCP_EXAMPLE_HEARTBEAT", "10")),
     )
     app.config.update(config or {})
     if app.config["MCP_DATABASE_URI"] == database_url() and parse_database_url(database_url())["engine"] == "sqlite":

@@ -1,10 +1,22 @@
-"""The elicitation page's ``ctx.elicit`` (form) and ``ctx.elicit_url`` (URL) examples."""
+"""The elicitation page's ``ctx.elicit`` (form) and ``ctx.elicit_url`` (URL) examples, and the
+URL-mode resolver this package adds (``hold_table``), which works on both protocol eras."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from mcp.server import MCPServer
-from mcp.server.mcpserver import Context
+from mcp.server.mcpserver import (
+    AcceptedElicitation,
+    CancelledElicitation,
+    Context,
+    DeclinedElicitation,
+    ElicitationResult,
+    Resolve,
+)
 from pydantic import BaseModel, Field
+
+from mcp_common.elicitation import ElicitUrl, UrlConsent
 
 mcp = MCPServer("Bistro")
 
@@ -47,3 +59,27 @@ async def confirm_deposit(booking_id: str, ctx: Context) -> str:
     """Record a payment reported by the payment provider."""
     await ctx.session.send_elicit_complete(f"deposit-{booking_id}")
     return f"Deposit received for booking {booking_id}."
+
+
+async def deposit_link(booking_id: str) -> ElicitUrl:
+    """Resolver: every hold needs the deposit, so it always sends the user to pay."""
+    return ElicitUrl(
+        "A 20 EUR deposit holds your table.",
+        url=f"https://pay.example.com/deposit/{booking_id}",
+        elicitation_id=f"hold-{booking_id}",
+    )
+
+
+@mcp.tool()
+async def hold_table(
+    booking_id: str,
+    consent: Annotated[ElicitationResult[UrlConsent], Resolve(deposit_link)],
+) -> str:
+    """Hold a table once the guest agrees to pay the deposit (URL mode, through a resolver)."""
+    match consent:
+        case AcceptedElicitation(data=data):
+            return f"Holding booking {booking_id}; complete the payment at {data.url}."
+        case DeclinedElicitation():
+            return "declined: no hold"
+        case CancelledElicitation():
+            return "cancelled: no hold"

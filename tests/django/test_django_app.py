@@ -74,7 +74,7 @@ def test_unconfigured_server_is_a_clear_error() -> None:
 
     from mcp_django.registry import resolve_server
 
-    with override_settings(MCP={}), pytest.raises(ImproperlyConfigured, match='MCP = {"SERVER"'):
+    with override_settings(MCP={}), pytest.raises(ImproperlyConfigured, match=r'MCP = \{"SERVER"'):
         resolve_server(None)
 
 

@@ -86,7 +86,14 @@ def engine(backend: tuple[str, dict[str, Any]]) -> Iterator[Engine]:
     migrate(engine)
     yield engine
     with engine.begin() as connection:
-        for table in ("mcp_event", "mcp_pending_request", "mcp_session"):
+        for table in (
+            "mcp_event",
+            "mcp_pending_request",
+            "mcp_session",
+            "mcp_elicitation",
+            "mcp_request_state",
+            "mcp_worker",
+        ):
             connection.execute(text(f"DELETE FROM {table}"))
     engine.dispose()
 

@@ -15,7 +15,9 @@ from flask import Flask
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
+from pydantic import BaseModel
 
+from mcp_common.schemas import ElicitationSchemaError
 from mcp_flask import MCP, get_state
 from mcp_flask.conf import LOOPBACK_HOSTS
 
@@ -43,6 +45,42 @@ async def wait_forever(ctx: Context) -> str:
         cancelled.set()
         raise
     return "never"
+
+
+# Elicitation models: the schema check reads tool sources, so they live at module level.
+
+
+class Address(BaseModel):
+    street: str
+    city: str
+
+
+class Person(BaseModel):
+    name: str
+    address: Address
+
+
+class Edition(BaseModel):
+    edition: str
+    copies: int = 1
+
+
+nested_server = MCPServer("NestedElicitation")
+flat_server = MCPServer("FlatElicitation")
+
+
+@nested_server.tool()
+async def register(ctx: Context) -> str:
+    """Ask for a person, with a nested address (not a valid elicitation schema)."""
+    result = await ctx.elicit("x", schema=Person)
+    return str(result)
+
+
+@flat_server.tool()
+async def borrow(ctx: Context) -> str:
+    """Ask for a flat model: valid."""
+    result = await ctx.elicit("Which edition?", schema=Edition)
+    return str(result)
 
 
 def _initialize(client: Any, url: str = "/mcp", **headers: str) -> Any:
@@ -111,6 +149,31 @@ def test_dotted_path_servers_resolve_at_init_app(make_app: Callable[..., Flask])
         assert url_for("mcp_files") == "/mcp/files"
     with pytest.raises(ValueError, match="could not be imported"):
         MCP(make_app(), server="example_project.servers.nope.mcp")
+
+
+def test_a_nested_elicitation_schema_fails_init_app(make_app: Callable[..., Flask]) -> None:
+    app = make_app()
+    with pytest.raises(ElicitationSchemaError) as raised:
+        MCP(app, server=nested_server)
+    message = str(raised.value)
+    assert (
+        "Elicitation schema field 'address' rendered as {'$ref': '#/$defs/Address'}, which is not a valid "
+        "PrimitiveSchemaDefinition" in message
+    )
+    assert "'/mcp'" in message and "'register'" in message
+    assert isinstance(raised.value, TypeError)
+    # Nothing was registered: the app has no MCP state, no route.
+    assert "mcp" not in app.extensions
+    assert not any(rule.rule == "/mcp" for rule in app.url_map.iter_rules())
+    # Any one bad server fails the whole init_app, wherever it is served.
+    with pytest.raises(ElicitationSchemaError, match="'/mcp/people'"):
+        MCP(make_app(), servers={"/mcp": flat_server, "/mcp/people": nested_server})
+
+
+def test_a_flat_elicitation_schema_passes_init_app(make_app: Callable[..., Flask]) -> None:
+    app = make_app()
+    mcp = MCP(app, server=flat_server)
+    assert mcp.endpoint(app=app).name == "FlatElicitation"
 
 
 # -- configuration -----------------------------------------------------------------------------
@@ -422,7 +485,7 @@ def test_cli_migrate_and_purge(make_app: Callable[..., Flask]) -> None:
     runner = app.test_cli_runner()
     result = runner.invoke(args=["mcp", "migrate"])
     assert result.exit_code == 0, result.output
-    assert "mcp_0001" in result.output
+    assert "mcp_0002" in result.output
     result = runner.invoke(args=["mcp", "purge"])
     assert result.exit_code == 0 and "Deleted 0 expired MCP session(s)." in result.output
 

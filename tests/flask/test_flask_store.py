@@ -144,9 +144,17 @@ def test_purge_expired(store: SQLAlchemyStore) -> None:
 
 def test_migrations_match_models_and_keep_their_own_version_table(engine: Engine) -> None:
     migrate(engine)  # a second run is a no-op
-    assert current_revision(engine) == "mcp_0001"
+    assert current_revision(engine) == "mcp_0002"
     tables = set(sa.inspect(engine).get_table_names())
-    assert {"mcp_session", "mcp_event", "mcp_pending_request", VERSION_TABLE} <= tables
+    assert {
+        "mcp_session",
+        "mcp_event",
+        "mcp_pending_request",
+        "mcp_elicitation",
+        "mcp_request_state",
+        "mcp_worker",
+        VERSION_TABLE,
+    } <= tables
     assert "alembic_version" not in tables  # the application's Flask-Migrate history stays its own
     with engine.connect() as connection:
         context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})

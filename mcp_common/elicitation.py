@@ -1,0 +1,229 @@
+"""Elicitations kept in the database: the URL-mode resolver marker, completion from anywhere,
+and the bookkeeping both protocol eras share.
+
+URL mode through a resolver
+    The SDK's resolver machinery knows one elicitation marker, the form one (``Elicit``).
+    :class:`ElicitUrl` is an ``Elicit`` whose stand-in form schema carries the URL; the
+    transports of both eras (which this package owns) turn that stand-in into a URL-mode
+    ``elicitation/create`` on the way out and the client's content-less ``accept`` into an
+    empty form on the way back, so the SDK's own resolver code asks, records and replays the
+    question on either wire, and the tool receives ``AcceptedElicitation`` /
+    ``DeclinedElicitation`` / ``CancelledElicitation`` exactly as for a form.
+
+Completion from anywhere
+    :func:`complete_elicitation` (sync, for views, Celery tasks, shells) and
+    :func:`acomplete_elicitation` mark every open row with the ``elicitationId`` completed and,
+    for legacy sessions, queue ``notifications/elicitation/complete`` in the session's event log,
+    which whichever worker holds the session's GET stream delivers (or its next reconnect).
+    Calling it again does nothing. ``ctx.session.send_elicit_complete(...)`` in a tool goes
+    through the same path.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import socket
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from mcp.server.mcpserver import Elicit
+from pydantic import BaseModel, Field, create_model
+
+from mcp_common.jsonrpc import dumps
+from mcp_common.store import GET_STREAM, ElicitationRecord, SessionStore
+
+URL_FIELD = "__mcp_url_elicitation__"
+"""The stand-in form's one property: its ``title`` is the elicitationId, its ``default`` the URL.
+(The wire types keep only spec fields of a requested schema, so the question rides in one.)"""
+
+COMPLETE_METHOD = "notifications/elicitation/complete"
+
+
+class UrlConsent(BaseModel):
+    """What an accepted URL-mode resolver question injects: the user agreed to open the URL.
+
+    ``url`` and ``elicitation_id`` say which question it was; what the user did there arrives
+    out of band (see :func:`complete_elicitation`).
+    """
+
+    url: ClassVar[str] = ""
+    elicitation_id: ClassVar[str] = ""
+
+
+@functools.lru_cache(maxsize=1024)
+def _consent_model(url: str, elicitation_id: str) -> type[UrlConsent]:
+    return create_model(
+        "UrlConsent",
+        __base__=UrlConsent,
+        __module__=__name__,
+        marker=(str, Field(default=url, alias=URL_FIELD, title=elicitation_id, description=url)),
+        url=(ClassVar[str], url),
+        elicitation_id=(ClassVar[str], elicitation_id),
+    )
+
+
+class ElicitUrl(Elicit[UrlConsent]):
+    """A resolver's request to send the user to a URL (URL-mode elicitation), on either wire.
+
+    Return it from a resolver the way you return ``Elicit``::
+
+        async def deposit(booking_id: str) -> UrlConsent | ElicitUrl:
+            return ElicitUrl("A 20 EUR deposit confirms your booking.",
+                             url=f"https://pay.example.com/deposit/{booking_id}",
+                             elicitation_id=f"deposit-{booking_id}")
+
+        @mcp.tool()
+        async def pay(booking_id: str,
+                      consent: Annotated[ElicitationResult[UrlConsent], Resolve(deposit)]) -> str: ...
+
+    Clients must declare form elicitation (or the bare capability) for resolvers to ask.
+    """
+
+    def __init__(self, message: str, url: str, elicitation_id: str) -> None:
+        super().__init__(message, _consent_model(url, elicitation_id))
+        self.url = url
+        self.elicitation_id = elicitation_id
+
+
+def to_url_params(params: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The URL-mode ``elicitation/create`` params for a stand-in form, else ``None``."""
+    if not params:
+        return None
+    schema = params.get("requestedSchema")
+    properties = schema.get("properties") if isinstance(schema, Mapping) else None
+    marker = properties.get(URL_FIELD) if isinstance(properties, Mapping) and len(properties) == 1 else None
+    if not isinstance(marker, Mapping):
+        return None
+    url_params: dict[str, Any] = {
+        "mode": "url",
+        "message": params.get("message", ""),
+        "url": str(marker.get("default", "")),
+        "elicitationId": str(marker.get("title", "")),
+    }
+    if "_meta" in params:
+        url_params["_meta"] = params["_meta"]
+    return url_params
+
+
+def fill_url_accept(result: Any) -> Any:
+    """A URL-mode ``accept`` carries no content; the stand-in form wants an (empty) one."""
+    if isinstance(result, dict) and result.get("action") == "accept" and result.get("content") is None:
+        return {**result, "content": {}}
+    return result
+
+
+_STATUS_OF_ACTION = {"accept": "accepted", "decline": "declined", "cancel": "cancelled"}
+
+
+def outcome_of(result: Any) -> tuple[str, str | None]:
+    """``(status, answer JSON)`` of an ``ElicitResult`` (as a dict) for the elicitation row."""
+    if not isinstance(result, Mapping):
+        return "cancelled", None
+    status = _STATUS_OF_ACTION.get(str(result.get("action")), "cancelled")
+    content = result.get("content")
+    return status, (dumps(content) if status == "accepted" and content is not None else None)
+
+
+def new_record(
+    *,
+    server_name: str,
+    tool: str | None,
+    params: Mapping[str, Any],
+    request_key: str,
+    principal: str | None,
+    expires: float,
+    session_id: str | None = None,
+    state_id: str | None = None,
+    owner: str | None = None,
+    stream_key: str | None = None,
+    call_id: str | None = None,
+) -> ElicitationRecord:
+    """The row for one ``elicitation/create`` (params already in their wire mode)."""
+    now = time.time()
+    url_mode = params.get("mode") == "url"
+    schema = params.get("requestedSchema")
+    return ElicitationRecord(
+        id=uuid.uuid4().hex,
+        server_name=server_name,
+        tool=tool,
+        session_id=session_id,
+        state_id=state_id,
+        request_key=request_key,
+        principal=principal,
+        mode="url" if url_mode else "form",
+        message=str(params.get("message", "")),
+        requested_schema=None if url_mode or schema is None else dumps(schema),
+        url=str(params.get("url")) if url_mode else None,
+        elicitation_id=str(params.get("elicitationId")) if url_mode and params.get("elicitationId") else None,
+        status="pending",
+        answer=None,
+        detail=None,
+        created=now,
+        updated=now,
+        expires=expires,
+        owner=owner,
+        stream_key=stream_key,
+        call_id=call_id,
+    )
+
+
+# -- completion ------------------------------------------------------------------------------
+
+
+def complete_in_store(
+    store: SessionStore, elicitation_id: str, server_name: str | None = None
+) -> tuple[list[ElicitationRecord], bool]:
+    """Complete the open rows with ``elicitation_id`` and queue the legacy notifications.
+
+    Returns the rows that moved and whether any row with that id exists at all (a tool may
+    complete an id it never asked through this package: then the caller notifies its own
+    session, as the SDK would).
+    """
+    moved = store.complete_elicitations(elicitation_id, time.time(), server_name)
+    message = dumps({"jsonrpc": "2.0", "method": COMPLETE_METHOD, "params": {"elicitationId": elicitation_id}})
+    notified: set[str] = set()
+    for row in moved:
+        if row.session_id and row.session_id not in notified:
+            notified.add(row.session_id)
+            store.append_event(row.session_id, GET_STREAM, message, False)
+    exists = bool(moved) or bool(store.find_elicitations(elicitation_id, server_name))
+    return moved, exists
+
+
+# -- workers ---------------------------------------------------------------------------------
+
+_WORKER: tuple[int, str] | None = None
+
+
+def worker_id() -> str:
+    """This process's identity in ``owner`` columns: ``host:pid:nonce`` (new after a fork)."""
+    global _WORKER
+    pid = os.getpid()
+    if _WORKER is None or _WORKER[0] != pid:
+        _WORKER = (pid, f"{socket.gethostname()}:{pid}:{uuid.uuid4().hex[:8]}")
+    return _WORKER[1]
+
+
+def owner_alive(store: SessionStore, owner: str, stale_after: float) -> bool:
+    """Whether the worker ``owner`` still runs: a process check on this host, else its heartbeat."""
+    host, _, rest = owner.partition(":")
+    pid_text, _, _nonce = rest.partition(":")
+    if owner == worker_id():
+        return True
+    if host == socket.gethostname() and pid_text.isdigit():
+        try:
+            os.kill(int(pid_text), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+    seen = store.worker_seen(owner)
+    return seen is not None and seen >= time.time() - stale_after
+
+
+def loads_or_none(text: str | None) -> Any:
+    return json.loads(text) if text else None

@@ -1,0 +1,199 @@
+"""2026-07-28 ``requestState`` kept in the database behind a single-use handle.
+
+The SDK seals ``requestState`` (AES-GCM, bound to method, tool, arguments, principal and an
+expiry) and trusts any unexpired copy: the same token can be replayed, and the state exists
+only on the wire. Here, after ``serve_one`` answers ``input_required``, the sealed token goes
+into a row and the client receives a handle instead: ``mcp1.<row id>.<HMAC>``. When the
+client retries, the handle is redeemed with one guarded ``UPDATE`` (unconsumed, unexpired,
+same server, method, tool, arguments digest and principal), the sealed token is put back for
+the SDK's boundary to verify as usual, and the answers in ``inputResponses`` are written to
+the elicitation rows that round asked. A replayed, forged, expired or foreign handle gets the
+SDK's own refusal (``-32602`` ``{"reason": "invalid_request_state"}``) and nothing runs.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import hmac
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
+from mcp_types.methods import is_input_required
+
+from mcp_common import _sdk
+from mcp_common.elicitation import COMPLETE_METHOD, complete_in_store, new_record, outcome_of, to_url_params
+from mcp_common.store import RequestStateRecord
+
+if TYPE_CHECKING:
+    from mcp_common.endpoint import MCPEndpoint
+
+logger = logging.getLogger("mcp_common.state")
+
+HANDLE_PREFIX = "mcp1."
+
+
+def invalid_state(reason: str) -> MCPError:
+    """The SDK boundary's frozen refusal; the real reason goes to the log only."""
+    logger.warning("requestState handle rejected: %s", reason)
+    return MCPError(
+        code=INVALID_PARAMS, message="Invalid or expired requestState", data={"reason": "invalid_request_state"}
+    )
+
+
+def _mac(key: bytes, state_id: str) -> str:
+    digest = hmac.new(key, state_id.encode(), hashlib.sha256).digest()[:16]
+    return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+def make_handle(endpoint: MCPEndpoint, state_id: str) -> str:
+    return f"{HANDLE_PREFIX}{state_id}.{_mac(endpoint.handle_keys[0], state_id)}"
+
+
+def parse_handle(endpoint: MCPEndpoint, handle: str) -> str | None:
+    """The row id of an authentic handle (any key of the rotation ring), else ``None``."""
+    if not handle.startswith(HANDLE_PREFIX):
+        return None
+    state_id, _, mac = handle[len(HANDLE_PREFIX) :].partition(".")
+    if len(state_id) != 32 or not state_id.isalnum() or not mac:
+        return None
+    for key in endpoint.handle_keys:
+        if hmac.compare_digest(mac, _mac(key, state_id)):
+            return state_id
+    return None
+
+
+async def redeem(
+    endpoint: MCPEndpoint, method: str, params: Mapping[str, Any], principal: str | None
+) -> dict[str, Any]:
+    """Params with the handle swapped for its sealed state, answers recorded; raises the SDK's
+    ``invalid_request_state`` error for anything but a live handle bound to this request."""
+    handle = params.get("requestState")
+    if not isinstance(handle, str):
+        raise invalid_state("non-string requestState")
+    state_id = parse_handle(endpoint, handle)
+    if state_id is None:
+        raise invalid_state("unknown or forged handle")
+    target, args_digest = _sdk.request_identity(method, params)
+    responses = params.get("inputResponses")
+    answers: dict[str, tuple[str, str | None]] = {}
+    if isinstance(responses, Mapping):
+        for key, response in responses.items():
+            if isinstance(response, Mapping) and "action" in response:
+                answers[str(key)] = outcome_of(response)
+    store = endpoint.store
+    state = await endpoint.db(
+        store.consume_request_state,
+        state_id,
+        endpoint.name,
+        method,
+        target,
+        args_digest,
+        principal,
+        time.time(),
+        answers,
+    )
+    if state is None:
+        raise invalid_state("replayed, expired, or bound to another request or principal")
+    new_params = {**params, "requestState": state.sealed}
+    if isinstance(responses, Mapping) and any(
+        isinstance(r, Mapping) and r.get("action") == "accept" and r.get("content") is None for r in responses.values()
+    ):
+        # A URL-mode accept carries no content; the stand-in form the SDK asked wants {}.
+        url_keys = {r.request_key for r in await endpoint.db(store.elicitations_for_state, state_id) if r.mode == "url"}
+        new_params["inputResponses"] = {
+            key: ({**r, "content": {}} if key in url_keys and isinstance(r, Mapping) else r)
+            for key, r in responses.items()
+        }
+    return new_params
+
+
+async def persist(
+    endpoint: MCPEndpoint, method: str, params: Mapping[str, Any] | None, principal: str | None, result: Any
+) -> Any:
+    """Swap an ``input_required`` result's sealed state for a handle; record its elicitations."""
+    if not is_input_required(result) or not isinstance(result, Mapping):
+        return result
+    sealed = result.get("requestState")
+    requests = result.get("inputRequests")
+    if not isinstance(sealed, str) and not requests:
+        return result
+    state_id = uuid.uuid4().hex
+    now = time.time()
+    expires = now + endpoint.config.request_state_ttl
+    target, args_digest = _sdk.request_identity(method, params)
+    out = dict(result)
+    rows = []
+    if isinstance(requests, Mapping):
+        rewritten: dict[str, Any] = {}
+        for key, request in requests.items():
+            if isinstance(request, Mapping) and request.get("method") == "elicitation/create":
+                url_params = to_url_params(request.get("params"))
+                if url_params is not None:
+                    request = {**request, "params": url_params}
+                rows.append(
+                    new_record(
+                        server_name=endpoint.name,
+                        tool=target if method == "tools/call" else None,
+                        params=request.get("params") or {},
+                        request_key=str(key),
+                        principal=principal,
+                        expires=expires,
+                        state_id=state_id if isinstance(sealed, str) else None,
+                    )
+                )
+            rewritten[key] = request
+        out["inputRequests"] = rewritten
+    if isinstance(sealed, str):
+        record = RequestStateRecord(
+            state_id=state_id,
+            server_name=endpoint.name,
+            method=method,
+            target=target,
+            args_digest=args_digest,
+            principal=principal,
+            sealed=sealed,
+            created=now,
+            expires=expires,
+        )
+        await endpoint.db(endpoint.store.save_request_state, record, rows)
+        out["requestState"] = make_handle(endpoint, state_id)
+    elif rows:
+        await endpoint.db(
+            functools.partial(
+                endpoint.store.save_request_state,
+                RequestStateRecord(
+                    state_id, endpoint.name, method, target, args_digest, principal, "", now, expires, now
+                ),
+                rows,
+            )
+        )
+    return out
+
+
+class CompletionOutbound:
+    """The 2026-07-28 connection's outbound: no channel, except that
+    ``notifications/elicitation/complete`` marks the elicitation rows completed (the client
+    learns it from the row on its next retry, or from its legacy session's GET stream)."""
+
+    def __init__(self, endpoint: MCPEndpoint) -> None:
+        self.endpoint = endpoint
+
+    async def send_raw_request(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> dict[str, Any]:
+        from mcp.shared.exceptions import NoBackChannelError
+
+        raise NoBackChannelError(method)
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> None:
+        if method == COMPLETE_METHOD and params:
+            elicitation_id = str(params.get("elicitationId", ""))
+            moved, _ = await self.endpoint.db(complete_in_store, self.endpoint.store, elicitation_id, None)
+            for row in moved:
+                if row.session_id:
+                    self.endpoint.wake_streams(row.session_id)

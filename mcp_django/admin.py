@@ -1,0 +1,37 @@
+"""Staff review pending elicitations (and what became of answered ones) in the Django admin."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from mcp_django.models import MCPElicitation
+
+
+@admin.register(MCPElicitation)
+class MCPElicitationAdmin(admin.ModelAdmin):
+    list_display = ("created", "server_name", "tool", "mode", "status", "elicitation_id", "principal", "expires")
+    list_filter = ("status", "mode", "server_name")
+    search_fields = ("id", "elicitation_id", "principal", "tool", "message", "session_id")
+    date_hierarchy = "created"
+    ordering = ("-created",)
+    actions = ("complete_selected",)
+    readonly_fields = [f.name for f in MCPElicitation._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        # Questions are asked by tools, not typed in by staff.
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.action(description="Mark the selected URL elicitations completed (notifies the clients)")
+    def complete_selected(self, request: HttpRequest, queryset: QuerySet[MCPElicitation]) -> None:
+        from mcp_django.elicitation import complete_elicitation
+
+        ids = sorted({e for e in queryset.filter(mode="url").values_list("elicitation_id", flat=True) if e})
+        completed = sum(complete_elicitation(elicitation_id) for elicitation_id in ids)
+        self.message_user(request, f"{completed} elicitation(s) completed.", messages.SUCCESS)

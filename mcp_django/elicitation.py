@@ -1,0 +1,29 @@
+"""Complete URL-mode elicitations from anywhere in a Django project: a view, a payment
+webhook, a Celery task, ``manage.py shell``."""
+
+from __future__ import annotations
+
+from mcp_common.elicitation import ElicitUrl, UrlConsent, complete_in_store
+
+__all__ = ["ElicitUrl", "UrlConsent", "acomplete_elicitation", "complete_elicitation"]
+
+
+def complete_elicitation(elicitation_id: str, server: str | None = None) -> int:
+    """Mark the URL-mode elicitation ``elicitation_id`` completed; how many rows moved.
+
+    Legacy clients receive ``notifications/elicitation/complete`` on their session's GET stream,
+    from whichever worker holds it, or when they next open one. 2026-07-28 clients see the row's
+    status on their next retry. Calling it again changes nothing and sends nothing.
+    ``server`` (a server name) limits it to one server's elicitations.
+    """
+    from mcp_django.store import DjangoStore
+
+    moved, _ = complete_in_store(DjangoStore(), elicitation_id, server)
+    return len(moved)
+
+
+async def acomplete_elicitation(elicitation_id: str, server: str | None = None) -> int:
+    """:func:`complete_elicitation` for async code."""
+    from asgiref.sync import sync_to_async
+
+    return await sync_to_async(complete_elicitation, thread_sensitive=False)(elicitation_id, server)

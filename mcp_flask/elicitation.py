@@ -1,0 +1,24 @@
+"""Complete URL-mode elicitations from anywhere in a Flask app: a view, a payment webhook, a
+Celery task, ``flask shell``."""
+
+from __future__ import annotations
+
+from flask import Flask
+
+from mcp_common.elicitation import ElicitUrl, UrlConsent, complete_in_store
+
+__all__ = ["ElicitUrl", "UrlConsent", "complete_elicitation"]
+
+
+def complete_elicitation(elicitation_id: str, server: str | None = None, *, app: Flask | None = None) -> int:
+    """Mark the URL-mode elicitation ``elicitation_id`` completed; how many rows moved.
+
+    Legacy clients receive ``notifications/elicitation/complete`` on their session's GET stream,
+    from whichever worker holds it, or when they next open one; 2026-07-28 clients see the
+    row's status. Calling it again changes nothing and sends nothing. Needs the app (or its
+    context); ``server`` (a server name) limits it to one server's elicitations.
+    """
+    from mcp_flask.extension import get_state
+
+    moved, _ = complete_in_store(get_state(app).store, elicitation_id, server)
+    return len(moved)

@@ -1,0 +1,501 @@
+"""Elicitations kept in the store, both eras: rows, single-use request-state handles, the URL
+resolver marker, completion from anywhere, expiry, and a call whose worker died.
+
+Two endpoints over one ``MemoryStore`` stand for two workers sharing a database.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Annotated, Any
+
+import pytest
+from mcp.server import MCPServer
+from mcp.server.mcpserver import (
+    AcceptedElicitation,
+    CancelledElicitation,
+    Context,
+    DeclinedElicitation,
+    Elicit,
+    ElicitationResult,
+    Resolve,
+)
+from pydantic import BaseModel
+
+from mcp_common import MCPConfig, MCPEndpoint, MemoryStore
+from mcp_common.elicitation import ElicitUrl, UrlConsent, complete_in_store
+from mcp_common.schemas import ElicitationSchemaError, assert_server_schemas, check_server_schemas
+from mcp_common.store import GET_STREAM
+from tests.core.test_endpoint import SECRET, events, initialize, legacy, modern_call, request
+
+
+class Name(BaseModel):
+    name: str
+
+
+class Address(BaseModel):
+    street: str
+
+
+class Person(BaseModel):
+    name: str
+    address: Address
+
+
+async def ask_name() -> Name | Elicit[Name]:
+    return Elicit("Who are you?", Name)
+
+
+async def ask_person() -> Person | Elicit[Person]:
+    return Elicit("Who?", Person)
+
+
+async def deposit(booking_id: str) -> ElicitUrl:
+    return ElicitUrl(
+        "Pay the deposit.", url=f"https://pay.example.com/{booking_id}", elicitation_id=f"dep-{booking_id}"
+    )
+
+
+def build_server() -> MCPServer:
+    server = MCPServer("Elicitations")
+
+    @server.tool()
+    async def hello(who: Annotated[Name, Resolve(ask_name)]) -> str:
+        return f"Hello, {who.name}!"
+
+    @server.tool()
+    async def hold(booking_id: str, consent: Annotated[ElicitationResult[UrlConsent], Resolve(deposit)]) -> str:
+        match consent:
+            case AcceptedElicitation(data=data):
+                return f"accepted {data.elicitation_id} at {data.url}"
+            case DeclinedElicitation():
+                return "declined"
+            case CancelledElicitation():
+                return "cancelled"
+
+    @server.tool()
+    async def interview(ctx: Context) -> str:
+        answer = await ctx.elicit("Your name?", schema=Name)
+        return f"Interviewed {answer.data.name}" if answer.action == "accept" else f"No interview ({answer.action})"
+
+    @server.tool()
+    async def pay(booking_id: str, ctx: Context) -> str:
+        result = await ctx.elicit_url(
+            "Pay.", url=f"https://pay.example.com/{booking_id}", elicitation_id=f"dep-{booking_id}"
+        )
+        return "paying" if result.action == "accept" else f"no payment ({result.action})"
+
+    @server.tool()
+    async def confirm(booking_id: str, ctx: Context) -> str:
+        await ctx.session.send_elicit_complete(f"dep-{booking_id}")
+        return f"confirmed {booking_id}"
+
+    return server
+
+
+def endpoint(store: MemoryStore, **config: Any) -> MCPEndpoint:
+    settings = {"secret_keys": (SECRET,), "poll_interval": 0.02, **config}
+    return MCPEndpoint(build_server(), MCPConfig(**settings), store)
+
+
+def call(point: MCPEndpoint, name: str, arguments: dict[str, Any], principal: str | None = None, **extra: Any):
+    req = modern_call(name, arguments, **extra)
+    req.principal = principal
+    response = point.handle(req)
+    return response.status, json.loads(response.body)
+
+
+def ask(point: MCPEndpoint, name: str = "hello", arguments: dict[str, Any] | None = None, principal: str | None = None):
+    status, body = call(point, name, arguments or {}, principal)
+    assert status == 200, body
+    result = body["result"]
+    assert result["resultType"] == "input_required"
+    ((key, question),) = result["inputRequests"].items()
+    return key, question, result["requestState"]
+
+
+def refused(status: int, body: dict[str, Any]) -> bool:
+    return (
+        status == 400
+        and body["error"]["code"] == -32602
+        and body["error"]["message"] == "Invalid or expired requestState"
+        and body["error"]["data"] == {"reason": "invalid_request_state"}
+    )
+
+
+# -- 2026-07-28: persisted, single-use request state ------------------------------------------
+
+
+def test_modern_round_trip_is_recorded_and_state_is_a_handle() -> None:
+    store = MemoryStore()
+    first, second = endpoint(store), endpoint(store)
+    key, question, handle = ask(first, principal="user:1")
+    assert handle.startswith("mcp1.") and len(handle) < 80
+    (row,) = store._elicitations.values()
+    assert (row.status, row.mode, row.tool, row.principal, row.request_key) == (
+        "pending",
+        "form",
+        "hello",
+        "user:1",
+        key,
+    )
+    assert json.loads(row.requested_schema)["properties"]["name"]["type"] == "string"
+    assert row.message == question["params"]["message"] == "Who are you?"
+    status, body = call(
+        second,
+        "hello",
+        {},
+        "user:1",
+        inputResponses={key: {"action": "accept", "content": {"name": "Ada"}}},
+        requestState=handle,
+    )
+    assert status == 200 and body["result"]["content"][0]["text"] == "Hello, Ada!"
+    row = store.get_elicitation(row.id)
+    assert row.status == "accepted" and json.loads(row.answer) == {"name": "Ada"}
+    state = store._states[row.state_id]
+    assert state.consumed is not None and state.sealed.startswith("v1.")
+
+
+def test_a_call_that_asks_nothing_writes_nothing() -> None:
+    store = MemoryStore()
+    point = endpoint(store)
+    # ``confirm`` with no elicitation rows: no state, no row (its completion finds nothing).
+    status, body = call(point, "confirm", {"booking_id": "1"})
+    assert status == 200 and body["result"]["content"][0]["text"] == "confirmed 1"
+    assert store._states == {} and store._elicitations == {}
+
+
+def test_replayed_handle_is_refused_and_nothing_runs_twice() -> None:
+    store = MemoryStore()
+    point = endpoint(store)
+    key, _, handle = ask(point)
+    answer = {key: {"action": "accept", "content": {"name": "Ada"}}}
+    assert call(point, "hello", {}, inputResponses=answer, requestState=handle)[0] == 200
+    assert refused(*call(point, "hello", {}, inputResponses=answer, requestState=handle))
+
+
+def test_concurrent_redemptions_let_exactly_one_through() -> None:
+    store = MemoryStore()
+    workers = [endpoint(store) for _ in range(4)]
+    key, _, handle = ask(workers[0])
+    answer = {key: {"action": "accept", "content": {"name": "Ada"}}}
+    outcomes: list[int] = []
+
+    def redeem(point: MCPEndpoint) -> None:
+        outcomes.append(call(point, "hello", {}, inputResponses=answer, requestState=handle)[0])
+
+    threads = [threading.Thread(target=redeem, args=(w,)) for w in workers for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert sorted(outcomes) == [200] + [400] * 7
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        lambda h: h[:-2] + ("AA" if not h.endswith("AA") else "BB"),  # the MAC
+        lambda h: h.replace("mcp1.", "mcp1.0", 1)[:-1],  # the row id
+        lambda h: "v1.forged",  # an SDK-style token
+        lambda h: "",
+    ],
+    ids=["mac", "row-id", "sdk-token", "empty"],
+)
+def test_tampered_handle_is_refused_and_the_real_one_still_works(tamper: Any) -> None:
+    store = MemoryStore()
+    point = endpoint(store)
+    key, _, handle = ask(point)
+    answer = {key: {"action": "accept", "content": {"name": "Ada"}}}
+    assert refused(*call(point, "hello", {}, inputResponses=answer, requestState=tamper(handle)))
+    status, body = call(point, "hello", {}, inputResponses=answer, requestState=handle)
+    assert status == 200 and body["result"]["content"][0]["text"] == "Hello, Ada!"
+
+
+def test_foreign_principal_is_refused_without_burning_the_state() -> None:
+    store = MemoryStore()
+    point = endpoint(store)
+    key, _, handle = ask(point, principal="user:alice")
+    answer = {key: {"action": "accept", "content": {"name": "Mallory"}}}
+    assert refused(*call(point, "hello", {}, "user:mallory", inputResponses=answer, requestState=handle))
+    assert refused(*call(point, "hello", {}, None, inputResponses=answer, requestState=handle))
+    (row,) = store._elicitations.values()
+    assert row.status == "pending"
+    answer = {key: {"action": "accept", "content": {"name": "Alice"}}}
+    status, body = call(point, "hello", {}, "user:alice", inputResponses=answer, requestState=handle)
+    assert status == 200 and body["result"]["content"][0]["text"] == "Hello, Alice!"
+
+
+def test_state_is_bound_to_tool_and_arguments() -> None:
+    store = MemoryStore()
+    point = endpoint(store)
+    key, _, handle = ask(point, "hold", {"booking_id": "7"})
+    answer = {key: {"action": "accept"}}
+    assert refused(*call(point, "hold", {"booking_id": "8"}, inputResponses=answer, requestState=handle))
+    assert refused(*call(point, "hello", {}, inputResponses=answer, requestState=handle))
+    status, body = call(point, "hold", {"booking_id": "7"}, inputResponses=answer, requestState=handle)
+    assert status == 200, body
+
+
+def test_expired_state_is_refused_and_its_elicitation_expires_on_time() -> None:
+    store = MemoryStore()
+    point = endpoint(store, request_state_ttl=0.3, heartbeat_interval=0.05)
+    key, _, handle = ask(point)
+    (row,) = store._elicitations.values()
+    assert row.status == "pending"
+    time.sleep(0.6)
+    # Nobody answered: the worker's heartbeat marked it expired, with no request involved.
+    assert store.get_elicitation(row.id).status == "expired"
+    answer = {key: {"action": "accept", "content": {"name": "Late"}}}
+    assert refused(*call(point, "hello", {}, inputResponses=answer, requestState=handle))
+    assert store.get_elicitation(row.id).status == "expired"
+
+
+@pytest.mark.parametrize(("action", "text"), [("accept", None), ("decline", "declined"), ("cancel", "cancelled")])
+def test_url_resolver_on_the_2026_wire(action: str, text: str | None) -> None:
+    store = MemoryStore()
+    first, second = endpoint(store), endpoint(store)
+    key, question, handle = ask(first, "hold", {"booking_id": "42"})
+    assert question["method"] == "elicitation/create"
+    assert question["params"] == {
+        "mode": "url",
+        "message": "Pay the deposit.",
+        "url": "https://pay.example.com/42",
+        "elicitationId": "dep-42",
+    }
+    status, body = call(
+        second, "hold", {"booking_id": "42"}, inputResponses={key: {"action": action}}, requestState=handle
+    )
+    assert status == 200, body
+    expected = text or "accepted dep-42 at https://pay.example.com/42"
+    assert body["result"]["content"][0]["text"] == expected
+    (row,) = store.find_elicitations("dep-42")
+    assert (row.mode, row.url) == ("url", "https://pay.example.com/42")
+    assert row.status == {"accept": "accepted", "decline": "declined", "cancel": "cancelled"}[action]
+
+
+def test_completion_reaches_a_2026_row_once() -> None:
+    store = MemoryStore()
+    point = endpoint(store)
+    key, _, handle = ask(point, "hold", {"booking_id": "5"})
+    call(point, "hold", {"booking_id": "5"}, inputResponses={key: {"action": "accept"}}, requestState=handle)
+    # ``confirm`` runs ``ctx.session.send_elicit_complete`` on the 2026 wire.
+    status, body = call(point, "confirm", {"booking_id": "5"})
+    assert status == 200 and body["result"]["content"][0]["text"] == "confirmed 5"
+    (row,) = store.find_elicitations("dep-5")
+    assert row.status == "completed"
+    assert complete_in_store(store, "dep-5") == ([], True)
+
+
+# -- legacy era ------------------------------------------------------------------------------
+
+
+def legacy_call(point: MCPEndpoint, session: str, name: str, arguments: dict[str, Any], call_id: int = 5):
+    body = {"jsonrpc": "2.0", "id": call_id, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+    return point.handle(legacy(session, body))
+
+
+def run_answering(asking: MCPEndpoint, answering: MCPEndpoint, session: str, response: Any, result: dict[str, Any]):
+    """Read a call stream, answer its first server request through the other worker."""
+    seen: list[dict[str, Any]] = []
+
+    def read() -> None:
+        for chunk in asking.iter_body(response):
+            data = [line[6:] for line in chunk.decode().split("\n") if line.startswith("data: ")]
+            if data and data[0]:
+                message = json.loads(data[0])
+                seen.append(message)
+                if message.get("method") == "elicitation/create":
+                    reply = {"jsonrpc": "2.0", "id": message["id"], "result": result}
+                    assert answering.handle(legacy(session, reply)).status == 202
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    reader.join(10)
+    assert not reader.is_alive()
+    return seen
+
+
+def test_legacy_elicitation_row_follows_the_answer() -> None:
+    store = MemoryStore()
+    asking, answering = endpoint(store), endpoint(store)
+    session = initialize(asking, {"elicitation": {}})
+    response = legacy_call(asking, session, "interview", {})
+    seen = run_answering(asking, answering, session, response, {"action": "accept", "content": {"name": "Grace"}})
+    assert seen[-1]["result"]["content"][0]["text"] == "Interviewed Grace"
+    (row,) = store._elicitations.values()
+    assert (row.session_id, row.tool, row.mode, row.status) == (session, "interview", "form", "accepted")
+    assert json.loads(row.answer) == {"name": "Grace"} and json.loads(row.call_id) == 5
+
+
+def test_legacy_unanswered_elicitation_expires() -> None:
+    store = MemoryStore()
+    point = endpoint(store, request_timeout=0.3)
+    session = initialize(point, {"elicitation": {}})
+    final = [e for e in events(point, legacy_call(point, session, "interview", {})) if e["data"]][-1]["data"]
+    assert final["result"]["content"][0]["text"] == "No interview (cancel)"
+    (row,) = store._elicitations.values()
+    assert row.status == "expired" and "No answer within 0.3 seconds" in row.detail
+
+
+@pytest.mark.parametrize(("action", "text"), [("accept", None), ("decline", "declined")])
+def test_url_resolver_on_the_legacy_wire(action: str, text: str | None) -> None:
+    store = MemoryStore()
+    asking, answering = endpoint(store), endpoint(store)
+    session = initialize(asking, {"elicitation": {"form": {}, "url": {}}})
+    response = legacy_call(asking, session, "hold", {"booking_id": "9"})
+    seen = run_answering(asking, answering, session, response, {"action": action})
+    assert seen[0]["params"] == {
+        "mode": "url",
+        "message": "Pay the deposit.",
+        "url": "https://pay.example.com/9",
+        "elicitationId": "dep-9",
+    }
+    assert seen[-1]["result"]["content"][0]["text"] == (text or "accepted dep-9 at https://pay.example.com/9")
+    (row,) = store.find_elicitations("dep-9")
+    assert row.status == ("accepted" if action == "accept" else "declined")
+
+
+def get_stream_messages(point: MCPEndpoint, session: str) -> list[dict[str, Any]]:
+    response = point.handle(request("GET", mcp_session_id=session, mcp_protocol_version="2025-11-25"))
+    return [e["data"] for e in events(point, response) if e["data"]]
+
+
+def test_complete_elicitation_from_anywhere_reaches_the_legacy_session_once() -> None:
+    store = MemoryStore()
+    asking, answering = endpoint(store, stream_hold_seconds=0.3), endpoint(store, stream_hold_seconds=0.3)
+    session = initialize(asking, {"elicitation": {"form": {}, "url": {}}})
+    seen = run_answering(
+        asking, answering, session, legacy_call(asking, session, "pay", {"booking_id": "3"}), {"action": "accept"}
+    )
+    assert seen[-1]["result"]["content"][0]["text"] == "paying"
+    (row,) = store.find_elicitations("dep-3")
+    assert row.status == "accepted" and row.mode == "url"
+    # A webhook, another process, a shell: the store alone is enough.
+    moved, exists = complete_in_store(store, "dep-3")
+    assert [r.id for r in moved] == [row.id] and exists
+    assert complete_in_store(store, "dep-3") == ([], True)
+    complete = {"jsonrpc": "2.0", "method": "notifications/elicitation/complete", "params": {"elicitationId": "dep-3"}}
+    assert get_stream_messages(answering, session) == [complete]
+    assert store.get_elicitation(row.id).status == "completed"
+
+
+def test_send_elicit_complete_in_a_tool_goes_through_the_same_path() -> None:
+    store = MemoryStore()
+    point = endpoint(store, stream_hold_seconds=0.3)
+    session = initialize(point, {"elicitation": {"form": {}, "url": {}}})
+    run_answering(point, point, session, legacy_call(point, session, "pay", {"booking_id": "4"}), {"action": "accept"})
+    for attempt in (1, 2):
+        final = [
+            e
+            for e in events(point, legacy_call(point, session, "confirm", {"booking_id": "4"}, 10 + attempt))
+            if e["data"]
+        ]
+        assert final[-1]["data"]["result"]["content"][0]["text"] == "confirmed 4"
+    complete = {"jsonrpc": "2.0", "method": "notifications/elicitation/complete", "params": {"elicitationId": "dep-4"}}
+    # Twice confirmed, once notified: completion is idempotent.
+    assert get_stream_messages(point, session) == [complete]
+    (row,) = store.find_elicitations("dep-4")
+    assert row.status == "completed"
+
+
+def test_completing_an_id_never_asked_here_notifies_the_calling_session() -> None:
+    store = MemoryStore()
+    point = endpoint(store, stream_hold_seconds=0.3)
+    session = initialize(point, {"elicitation": {}})
+    events(point, legacy_call(point, session, "confirm", {"booking_id": "elsewhere"}))
+    complete = {
+        "jsonrpc": "2.0",
+        "method": "notifications/elicitation/complete",
+        "params": {"elicitationId": "dep-elsewhere"},
+    }
+    assert get_stream_messages(point, session) == [complete]
+
+
+def test_a_call_whose_worker_died_ends_with_a_clear_error_and_keeps_the_answer() -> None:
+    store = MemoryStore()
+    asking, survivor = endpoint(store), endpoint(store, stream_hold_seconds=5)
+    session = initialize(asking, {"elicitation": {}})
+    response = legacy_call(asking, session, "interview", {}, call_id=77)
+    stream = asking.iter_body(response)
+    question = None
+    last_id = None
+    for chunk in stream:
+        text = chunk.decode()
+        for line in text.split("\n"):
+            if line.startswith("id: "):
+                last_id = line[4:]
+            if line.startswith("data: ") and line[6:]:
+                question = json.loads(line[6:])
+        if question:
+            break
+    stream.close()
+    assert question["method"] == "elicitation/create"
+    (row,) = store._elicitations.values()
+    # The asking process dies (its tool coroutine is gone): here, the row's owner is a worker
+    # on another machine that stopped beating long ago.
+    store._elicitations[row.id] = row.__class__(**{**row.__dict__, "owner": "elsewhere:1234:dead"})
+    store.beat_worker("elsewhere:1234:dead", time.time() - 3600)
+    reply = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept", "content": {"name": "Kept"}}}
+    assert survivor.handle(legacy(session, reply)).status == 202
+    resumed = survivor.handle(
+        request("GET", mcp_session_id=session, mcp_protocol_version="2025-11-25", last_event_id=last_id)
+    )
+    final = [e["data"] for e in events(survivor, resumed) if e["data"]][-1]
+    assert final["id"] == 77 and final["error"]["code"] == -32603
+    assert "stopped while it waited for the client" in final["error"]["message"]
+    row = store.get_elicitation(row.id)
+    assert row.status == "accepted" and json.loads(row.answer) == {"name": "Kept"}
+    assert "stopped while it waited" in row.detail
+
+
+def test_session_delete_cancels_the_pending_row() -> None:
+    store = MemoryStore()
+    point = endpoint(store)
+    session = initialize(point, {"elicitation": {}})
+    response = legacy_call(point, session, "interview", {})
+    stream = point.iter_body(response)
+    for chunk in stream:
+        if b"elicitation/create" in chunk:
+            break
+    assert point.handle(request("DELETE", mcp_session_id=session)).status == 200
+    deadline = time.time() + 5
+    while time.time() < deadline and next(iter(store._elicitations.values())).status == "pending":
+        time.sleep(0.02)
+    (row,) = store._elicitations.values()
+    assert row.status == "cancelled" and row.detail == "The session ended"
+    stream.close()
+
+
+# -- registration-time schema checks ---------------------------------------------------------
+
+
+def test_nested_elicitation_models_are_reported_with_the_sdk_message() -> None:
+    server = MCPServer("Bad")
+
+    @server.tool()
+    async def register(who: Annotated[Person, Resolve(ask_person)]) -> str:
+        return who.name
+
+    @server.tool()
+    async def inline(ctx: Context) -> str:
+        await ctx.elicit("Who?", schema=Person)
+        return "?"
+
+    message = (
+        "Elicitation schema field 'address' rendered as {'$ref': '#/$defs/Address'}, "
+        "which is not a valid PrimitiveSchemaDefinition"
+    )
+    problems = check_server_schemas(server)
+    assert ("tool 'register', resolver 'ask_person'", message) in problems
+    assert ("tool 'inline'", message) in problems
+    with pytest.raises(ElicitationSchemaError, match="not a valid PrimitiveSchemaDefinition"):
+        assert_server_schemas(server)
+    assert check_server_schemas(build_server()) == []
+
+
+def test_get_stream_key_is_not_a_call_stream() -> None:
+    # The GET stream never ends a call: the orphan check applies to call streams only.
+    assert GET_STREAM == "get"

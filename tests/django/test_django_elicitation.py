@@ -1,0 +1,179 @@
+"""Django side of persisted elicitations: the ORM store, ``complete_elicitation``, the system
+check for elicitation schemas, and the admin panel where staff review questions."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.checks import run_checks
+from django.test import Client, override_settings
+
+import mcp_django
+from mcp_common.elicitation import new_record
+from mcp_common.store import GET_STREAM, RequestStateRecord, SessionRecord
+from mcp_django.models import MCPElicitation
+from mcp_django.store import DjangoStore
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def session(store: DjangoStore) -> str:
+    sid = uuid.uuid4().hex
+    now = time.time()
+    store.create_session(SessionRecord(sid, "2025-11-25", "{}", None, "Bistro", now, now))
+    return sid
+
+
+def url_row(store: DjangoStore, sid: str | None, elicitation_id: str, request_key: str = "srv-1"):
+    record = new_record(
+        server_name="Bistro",
+        tool="pay_deposit",
+        params={"mode": "url", "message": "Pay", "url": "https://pay.example.com/1", "elicitationId": elicitation_id},
+        request_key=request_key,
+        principal=None,
+        expires=time.time() + 60,
+        session_id=sid,
+        owner="host:1:x",
+        stream_key="s1",
+        call_id="5",
+    )
+    store.create_pending(sid or "", request_key, "elicitation/create", "{}", record)
+    return record
+
+
+def test_pending_answer_updates_the_row_in_the_same_transaction() -> None:
+    store = DjangoStore()
+    sid = session(store)
+    record = url_row(store, sid, "dep-1")
+    assert store.get_elicitation(record.id) == record.__class__(
+        **{
+            **record.__dict__,
+            "created": pytest.approx(record.created),
+            "updated": pytest.approx(record.updated),
+            "expires": pytest.approx(record.expires),
+        }
+    )
+    assert store.answer_pending(sid, "srv-1", '{"result": {"action": "accept"}}', "accepted", None)
+    assert not store.answer_pending(sid, "srv-1", '{"result": {"action": "decline"}}', "declined", None)
+    assert store.get_elicitation(record.id).status == "accepted"
+    assert [r.id for r in store.stream_elicitations(sid, "s1")] == [record.id]
+
+
+def test_complete_elicitation_queues_the_notification_once() -> None:
+    store = DjangoStore()
+    sid = session(store)
+    url_row(store, sid, "dep-2")
+    assert mcp_django.complete_elicitation("dep-2") == 1
+    assert mcp_django.complete_elicitation("dep-2") == 0
+    (event,) = store.events_after(sid, GET_STREAM, 0)
+    assert json.loads(event.message) == {
+        "jsonrpc": "2.0",
+        "method": "notifications/elicitation/complete",
+        "params": {"elicitationId": "dep-2"},
+    }
+    assert MCPElicitation.objects.get(elicitation_id="dep-2").status == "completed"
+    assert mcp_django.complete_elicitation("never-asked") == 0
+
+
+def test_request_state_is_single_use_and_bound() -> None:
+    store = DjangoStore()
+    now = time.time()
+    state = RequestStateRecord(
+        uuid.uuid4().hex, "Files", "tools/call", "delete_folder", "abc", "user:1", "v1.x", now, now + 60
+    )
+    question = new_record(
+        server_name="Files",
+        tool="delete_folder",
+        params={"mode": "form", "message": "Sure?", "requestedSchema": {"type": "object", "properties": {}}},
+        request_key="k",
+        principal="user:1",
+        expires=now + 60,
+        state_id=state.state_id,
+    )
+    store.save_request_state(state, [question])
+    args = (state.state_id, "Files", "tools/call", "delete_folder", "abc")
+    answers = {"k": ("accepted", '{"ok": true}')}
+    assert store.consume_request_state(*args, "user:2", time.time(), answers) is None
+    assert store.consume_request_state(*args, None, time.time(), answers) is None
+    assert (
+        store.consume_request_state(
+            state.state_id, "Files", "tools/call", "other", "abc", "user:1", time.time(), answers
+        )
+        is None
+    )
+    assert store.get_elicitation(question.id).status == "pending"
+    redeemed = store.consume_request_state(*args, "user:1", time.time(), answers)
+    assert redeemed is not None and redeemed.sealed == "v1.x"
+    assert store.consume_request_state(*args, "user:1", time.time(), answers) is None
+    row = store.get_elicitation(question.id)
+    assert row.status == "accepted" and json.loads(row.answer) == {"ok": True}
+    assert [r.id for r in store.elicitations_for_state(state.state_id)] == [question.id]
+
+
+def test_expired_state_and_elicitations() -> None:
+    store = DjangoStore()
+    now = time.time()
+    state = RequestStateRecord(uuid.uuid4().hex, "Files", "tools/call", "t", "d", None, "v1.x", now - 10, now - 1)
+    question = new_record(
+        server_name="Files",
+        tool="t",
+        params={"message": "?"},
+        request_key="k",
+        principal=None,
+        expires=now - 1,
+        state_id=state.state_id,
+    )
+    store.save_request_state(state, [question])
+    assert store.consume_request_state(state.state_id, "Files", "tools/call", "t", "d", None, now, {}) is None
+    assert store.expire_elicitations(now) == 1
+    assert store.get_elicitation(question.id).status == "expired"
+    assert store.purge_expired(now) == 0  # no idle session, but the dead state is gone
+    assert not store.consume_request_state(state.state_id, "Files", "tools/call", "t", "d", None, now - 5, {})
+
+
+def test_worker_heartbeat() -> None:
+    store = DjangoStore()
+    assert store.worker_seen("w:1:a") is None
+    store.beat_worker("w:1:a", 100.0)
+    store.beat_worker("w:1:a", 200.0)
+    assert store.worker_seen("w:1:a") == 200.0
+
+
+def test_system_check_refuses_a_nested_elicitation_model() -> None:
+    with override_settings(MCP={"SERVER": "tests.django.bad_server.mcp"}):
+        errors = [m for m in run_checks(tags=["mcp"]) if m.id == "mcp_django.E004"]
+    assert len(errors) == 1
+    assert (
+        "Elicitation schema field 'address' rendered as {'$ref': '#/$defs/Address'}, "
+        "which is not a valid PrimitiveSchemaDefinition" in errors[0].msg
+    )
+    assert "tool 'register'" in errors[0].msg
+    # The example project's servers (including those routed in its URLconf) all pass.
+    assert not [m for m in run_checks(tags=["mcp"]) if m.id == "mcp_django.E004"]
+
+
+def test_staff_review_and_complete_elicitations_in_the_admin() -> None:
+    store = DjangoStore()
+    sid = session(store)
+    record = url_row(store, sid, "dep-admin")
+    staff = User.objects.create_superuser("staff", "staff@example.com", "pw-for-tests-only")
+    client = Client()
+    client.force_login(staff)
+    page = client.get("/admin/mcp_django/mcpelicitation/?status__exact=pending")
+    assert page.status_code == 200
+    assert b"dep-admin" in page.content and b"pay_deposit" in page.content
+    assert client.get(f"/admin/mcp_django/mcpelicitation/{record.id}/change/").status_code == 200
+    done = client.post(
+        "/admin/mcp_django/mcpelicitation/",
+        {"action": "complete_selected", "_selected_action": [record.id]},
+        follow=True,
+    )
+    assert done.status_code == 200 and b"1 elicitation(s) completed." in done.content
+    assert store.get_elicitation(record.id).status == "completed"
+    assert client.get("/admin/mcp_django/mcpelicitation/add/").status_code == 403
+    anonymous = Client().get("/admin/mcp_django/mcpelicitation/")
+    assert anonymous.status_code == 302

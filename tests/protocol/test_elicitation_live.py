@@ -1,0 +1,292 @@
+"""Elicitation under real deployments: the seed documents' examples under gunicorn with 4
+workers, 50 rounds spread round-robin over 4 workers, and the asking worker SIGKILLed before
+the answer arrives. Django and Flask, SQLite and PostgreSQL, the official ``mcp.Client``."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx2
+import pytest
+import sqlalchemy as sa
+from mcp import Client
+from mcp.client import ClientRequestContext
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.types import ElicitRequestParams, ElicitRequestURLParams, ElicitResult, TextContent
+
+from tests.conftest import Database, DatabaseFactory, LiveServer, ServerPool, stop
+from tests.protocol.clients import Recorder, WorkerLog, roots, sampling, spread_client
+
+FRAMEWORKS = ["django", "flask"]
+ROUNDS = 50
+TABLE = {"django": "mcp_django_mcpelicitation", "flask": "mcp_elicitation"}
+FAST = {"MCP_EXAMPLE_HEARTBEAT": "1", "MCP_EXAMPLE_STREAM_HOLD": "3"}
+
+
+def text(result: Any) -> str:
+    content = result.content
+    assert len(content) == 1 and isinstance(content[0], TextContent), content
+    return content[0].text
+
+
+def elicitation_rows(live: LiveServer, **where: Any) -> list[dict[str, Any]]:
+    url = live.database.url.replace("postgresql://", "postgresql+psycopg://", 1)
+    engine = sa.create_engine(url)
+    try:
+        clause = " AND ".join(f"{name} = :{name}" for name in where) or "1 = 1"
+        with engine.connect() as conn:
+            result = conn.execute(sa.text(f"SELECT * FROM {TABLE[live.framework]} WHERE {clause}"), where)
+            return [dict(row._mapping) for row in result]
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture(params=FRAMEWORKS)
+def four_workers(
+    request: pytest.FixtureRequest, server_pool: ServerPool, databases: DatabaseFactory, database_kind: str
+) -> Iterator[LiveServer]:
+    live = server_pool.start(request.param, "gunicorn", 4, databases.new(database_kind), env=FAST)
+    yield live
+    stop(live)
+
+
+# -- the seed documents' examples, 4 workers ---------------------------------------------------
+
+
+class Notifications:
+    """``message_handler``: the server notifications the client saw."""
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    async def __call__(self, message: Any) -> None:
+        if isinstance(message, Exception):
+            raise message
+        self.seen.append(message)
+
+    def completed(self) -> list[str]:
+        return [
+            n.params.elicitation_id
+            for n in self.seen
+            if getattr(n, "method", None) == "notifications/elicitation/complete"
+        ]
+
+
+async def handle_elicitation(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
+    """The seed's callback, recording what it printed."""
+    if isinstance(params, ElicitRequestURLParams):
+        printed.append(f"Open this link to continue: {params.url}")
+        return ElicitResult(action="accept")
+    printed.append(params.message)
+    return ElicitResult(action="accept", content={"accept_alternative": True, "date": "2025-12-27"})
+
+
+printed: list[str] = []
+
+
+@pytest.mark.slow
+def test_seed_examples_under_four_workers(four_workers: LiveServer) -> None:
+    live = four_workers
+
+    async def run() -> None:
+        workers = WorkerLog()
+        printed.clear()
+        async with spread_client(live.url("/bistro"), "legacy", workers, elicitation_callback=handle_elicitation) as c:
+            booked = await c.call_tool("book_table", {"date": "2025-12-25", "party_size": 2})
+            assert text(booked) == "Booked a table for 2 on 2025-12-27."
+        assert printed == ["No tables for 2 on 2025-12-25. Would you like to try another date?"]
+
+        printed.clear()
+        notes = Notifications()
+        async with spread_client(
+            live.url("/bistro"), "legacy", workers, elicitation_callback=handle_elicitation, message_handler=notes
+        ) as c:
+            assert (
+                text(await c.call_tool("pay_deposit", {"booking_id": "17"})) == "Complete the payment in your browser."
+            )
+            assert printed == ["Open this link to continue: https://pay.example.com/deposit/17"]
+            assert (
+                text(await c.call_tool("confirm_deposit", {"booking_id": "17"})) == "Deposit received for booking 17."
+            )
+            deadline = time.monotonic() + 15
+            while "deposit-17" not in notes.completed() and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            assert notes.completed() == ["deposit-17"]
+        (row,) = elicitation_rows(live, elicitation_id="deposit-17")
+        assert (row["mode"], row["status"], row["url"]) == ("url", "completed", "https://pay.example.com/deposit/17")
+
+        card = Recorder(ElicitResult(action="accept", content={"name": "Ada Lovelace"}))
+        async with spread_client(live.url("/library"), "legacy", workers, elicitation_callback=card) as c:
+            assert text(await c.call_tool("issue_card")) == "Card issued to Ada Lovelace."
+        (asked,) = card.asked
+        assert (asked.mode, asked.message) == ("form", "What name should go on the card?")
+        assert asked.requested_schema == {
+            "properties": {"name": {"title": "Name", "type": "string"}},
+            "required": ["name"],
+            "title": "CardHolder",
+            "type": "object",
+        }
+        (row,) = elicitation_rows(live, tool="issue_card")
+        assert row["status"] == "accepted" and json.loads(row["answer"]) == {"name": "Ada Lovelace"}
+
+        for callbacks, expected in [
+            ({"elicitation_callback": card}, ["elicitation"]),
+            (
+                {"elicitation_callback": card, "sampling_callback": sampling, "list_roots_callback": roots},
+                ["elicitation", "sampling", "roots"],
+            ),
+            ({}, []),
+        ]:
+            async with spread_client(live.url("/library"), "legacy", workers, **callbacks) as c:
+                assert (await c.call_tool("client_features")).structured_content == {"result": expected}
+
+        async with spread_client(live.url("/library"), "legacy", workers) as c:
+            with pytest.raises(MCPError, match="Elicitation not supported"):
+                await c.call_tool("issue_card")
+
+        # delete_folder on both eras: no question for an empty folder; each answer's branch.
+        for mode in ("legacy", "2026-07-28"):
+            for answer, expected in [
+                (ElicitResult(action="accept", content={"ok": False}), "kept the folder"),
+                (ElicitResult(action="decline"), "declined: folder not deleted"),
+                (ElicitResult(action="cancel"), "cancelled: folder not deleted"),
+            ]:
+                recorder = Recorder(answer)
+                async with spread_client(live.url("/files"), mode, workers, elicitation_callback=recorder) as c:
+                    assert text(await c.call_tool("delete_folder", {"path": "/tmp/empty"})) == "deleted /tmp/empty"
+                    assert recorder.asked == []
+                    assert text(await c.call_tool("delete_folder", {"path": "/tmp/project"})) == expected
+                assert recorder.asked[0].message == "/tmp/project has 2 file(s). Delete anyway?"
+        statuses = sorted(r["status"] for r in elicitation_rows(live, tool="delete_folder"))
+        assert statuses == sorted(["accepted", "declined", "cancelled"] * 2)
+
+        # The URL-mode resolver, both eras.
+        for mode in ("legacy", "2026-07-28"):
+            printed.clear()
+            async with spread_client(live.url("/bistro"), mode, workers, elicitation_callback=handle_elicitation) as c:
+                held = text(await c.call_tool("hold_table", {"booking_id": f"h-{mode}"}))
+            assert (
+                held == f"Holding booking h-{mode}; complete the payment at https://pay.example.com/deposit/h-{mode}."
+            )
+            assert printed == [f"Open this link to continue: https://pay.example.com/deposit/h-{mode}"]
+            (row,) = elicitation_rows(live, elicitation_id=f"hold-h-{mode}")
+            assert (row["mode"], row["status"]) == ("url", "accepted")
+        assert len(set(workers.pids)) >= 3, f"requests reached too few workers: {set(workers.pids)}"
+
+    asyncio.run(run())
+
+
+# -- SIGKILL of the worker that asked -----------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_worker_killed_while_waiting_for_the_answer(four_workers: LiveServer) -> None:
+    live = four_workers
+    killed: list[int] = []
+
+    async def kill_the_asker(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
+        (row,) = elicitation_rows(live, tool="issue_card", status="pending")
+        pid = int(row["owner"].split(":")[1])
+        os.kill(pid, signal.SIGKILL)
+        killed.append(pid)
+        return ElicitResult(action="accept", content={"name": "Ada Lovelace"})
+
+    async def run() -> None:
+        async with spread_client(live.url("/library"), "legacy", WorkerLog(), elicitation_callback=kill_the_asker) as c:
+            with pytest.raises(MCPError, match="stopped while it waited for the client"):
+                await c.call_tool("issue_card")
+            # The deployment carries on: the next call is served by the surviving workers.
+            card = Recorder(ElicitResult(action="accept", content={"name": "Grace Hopper"}))
+        async with spread_client(live.url("/library"), "legacy", WorkerLog(), elicitation_callback=card) as c:
+            assert text(await c.call_tool("issue_card")) == "Card issued to Grace Hopper."
+
+    asyncio.run(run())
+    assert len(killed) == 1
+    rows = elicitation_rows(live, tool="issue_card")
+    lost = [r for r in rows if r["owner"].split(":")[1] == str(killed[0])]
+    (row,) = lost
+    # The answer was not lost: the row holds it, and says the call itself did not complete.
+    assert row["status"] == "accepted" and json.loads(row["answer"]) == {"name": "Ada Lovelace"}
+    assert "stopped while it waited for the client" in row["detail"]
+
+
+# -- 50 rounds, round-robin over 4 workers ------------------------------------------------------
+
+
+class RoundRobin(httpx2.AsyncBaseTransport):
+    """Sends each HTTP request to the next of several servers, in turn."""
+
+    def __init__(self, ports: list[int]) -> None:
+        self.ports = itertools.cycle(ports)
+        self.used: list[int] = []
+        self.inner = httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        port = next(self.ports)
+        self.used.append(port)
+        request.url = request.url.copy_with(port=port)
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+@asynccontextmanager
+async def round_robin_client(url: str, mode: str, rr: RoundRobin, **callbacks: Any) -> AsyncIterator[Client]:
+    http = httpx2.AsyncClient(transport=rr, timeout=httpx2.Timeout(30, read=120))
+    async with http, Client(streamable_http_client(url, http_client=http), mode=mode, **callbacks) as client:
+        yield client
+
+
+@pytest.fixture(params=FRAMEWORKS)
+def four_single_workers(
+    request: pytest.FixtureRequest, server_pool: ServerPool, databases: DatabaseFactory, database_kind: str
+) -> Iterator[list[LiveServer]]:
+    database: Database = databases.new(database_kind)
+    servers = [server_pool.start(request.param, "gunicorn", 1, database, env=FAST) for _ in range(4)]
+    yield servers
+    for live in servers:
+        stop(live)
+
+
+@pytest.mark.slow
+def test_fifty_rounds_round_robin_over_four_workers(four_single_workers: list[LiveServer]) -> None:
+    servers = four_single_workers
+    ports = [int(s.base_url.rsplit(":", 1)[1]) for s in servers]
+    first = servers[0]
+    rr = RoundRobin(ports)
+    card = Recorder(*[ElicitResult(action="accept", content={"name": f"Reader {i}"}) for i in range(ROUNDS)])
+    table = Recorder(
+        *[ElicitResult(action="accept", content={"accept_alternative": True, "date": "2025-12-27"})] * ROUNDS
+    )
+    folder = Recorder(*[ElicitResult(action="accept", content={"ok": False})] * ROUNDS)
+
+    async def run() -> None:
+        async with round_robin_client(first.url("/library"), "legacy", rr, elicitation_callback=card) as c:
+            for i in range(ROUNDS):
+                assert text(await c.call_tool("issue_card")) == f"Card issued to Reader {i}."
+        async with round_robin_client(first.url("/bistro"), "legacy", rr, elicitation_callback=table) as c:
+            for _ in range(ROUNDS):
+                booked = await c.call_tool("book_table", {"date": "2025-12-25", "party_size": 2})
+                assert text(booked) == "Booked a table for 2 on 2025-12-27."
+        async with round_robin_client(first.url("/files"), "2026-07-28", rr, elicitation_callback=folder) as c:
+            for _ in range(ROUNDS):
+                assert text(await c.call_tool("delete_folder", {"path": "/tmp/project"})) == "kept the folder"
+
+    asyncio.run(run())
+    assert {p: rr.used.count(p) for p in ports} == {p: len(rr.used) // 4 for p in ports} or (
+        max(rr.used.count(p) for p in ports) - min(rr.used.count(p) for p in ports) <= 1
+    )
+    rows = elicitation_rows(first)
+    assert len(rows) == 3 * ROUNDS
+    assert {r["status"] for r in rows} == {"accepted"}
+    assert len(card.asked) == len(table.asked) == len(folder.asked) == ROUNDS
