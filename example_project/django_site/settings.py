@@ -88,6 +88,15 @@ MCP = {
     "HEARTBEAT_INTERVAL": float(os.environ.get("MCP_EXAMPLE_HEARTBEAT", "10")),
 }
 
+# Celery (optional): a payment provider's callback can be handed to a worker, which completes the
+# URL-mode elicitation from there (mcp_django.tasks.complete_elicitation_task).
+CELERY_BROKER_URL = os.environ.get("MCP_EXAMPLE_CELERY_BROKER", "redis://127.0.0.1:6379/0")
+CELERY_RESULT_BACKEND = os.environ.get("MCP_EXAMPLE_CELERY_BROKER", "redis://127.0.0.1:6379/0")
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# The demo payment provider's webhook shares this token with the site.
+PAYMENT_WEBHOOK_TOKEN = os.environ.get("MCP_EXAMPLE_WEBHOOK_TOKEN", "demo-webhook-token")
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -1,8 +1,14 @@
 from __future__ import annotations
 
+import hmac
+import json
+
+from django.conf import settings
 from django.contrib import admin
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import include, path
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
 
 from example_project.settings_common import SERVERS
 from mcp_django.views import default_view
@@ -16,8 +22,31 @@ def home(request: HttpRequest) -> HttpResponse:
     )
 
 
+@csrf_exempt
+@require_POST
+def payment_webhook(request: HttpRequest) -> JsonResponse:
+    """The payment provider reports a paid deposit: complete its URL-mode elicitation.
+
+    ``{"elicitation_id": "deposit-17"}`` with ``Authorization: Bearer <PAYMENT_WEBHOOK_TOKEN>``.
+    The MCP client that is waiting on it receives ``notifications/elicitation/complete``.
+    """
+    from mcp_django import complete_elicitation
+
+    token = request.headers.get("Authorization", "").removeprefix("Bearer ")
+    if not hmac.compare_digest(token, settings.PAYMENT_WEBHOOK_TOKEN):
+        return JsonResponse({"error": "unauthorized"}, status=401)
+    try:
+        elicitation_id = json.loads(request.body)["elicitation_id"]
+    except (ValueError, KeyError, TypeError):
+        return JsonResponse({"error": 'expected {"elicitation_id": "..."}'}, status=400)
+    if not isinstance(elicitation_id, str) or not elicitation_id:
+        return JsonResponse({"error": "elicitation_id must be a non-empty string"}, status=400)
+    return JsonResponse({"completed": complete_elicitation(elicitation_id)})
+
+
 urlpatterns = [
     path("", home),
+    path("payments/webhook", payment_webhook),
     path("admin/", admin.site.urls),
     # settings.MCP["SERVER"] at exactly /mcp (no trailing slash: POSTs are not redirected).
     path("mcp", include("mcp_django.urls")),

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import hmac
 import logging
 import os
 from collections.abc import Mapping
@@ -43,6 +44,26 @@ def worker_header(response: Response) -> Response:
     return response
 
 
+def payment_webhook() -> tuple[dict[str, Any], int]:
+    """The payment provider reports a paid deposit: complete its URL-mode elicitation.
+
+    ``{"elicitation_id": "deposit-17"}`` with ``Authorization: Bearer <PAYMENT_WEBHOOK_TOKEN>``.
+    The MCP client that is waiting on it receives ``notifications/elicitation/complete``.
+    """
+    from flask import current_app, request
+
+    from mcp_flask import complete_elicitation
+
+    token = request.headers.get("Authorization", "").removeprefix("Bearer ")
+    if not hmac.compare_digest(token, current_app.config["PAYMENT_WEBHOOK_TOKEN"]):
+        return {"error": "unauthorized"}, 401
+    payload = request.get_json(silent=True)
+    elicitation_id = payload.get("elicitation_id") if isinstance(payload, dict) else None
+    if not isinstance(elicitation_id, str) or not elicitation_id:
+        return {"error": 'expected {"elicitation_id": "..."}'}, 400
+    return {"completed": complete_elicitation(elicitation_id)}, 200
+
+
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     """The example app; ``config`` overrides settings (tests use it).
 
@@ -56,6 +77,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         MCP_REQUEST_TIMEOUT=float(os.environ.get("MCP_EXAMPLE_REQUEST_TIMEOUT", "600")),
         MCP_REQUEST_STATE_TTL=float(os.environ.get("MCP_EXAMPLE_STATE_TTL", "600")),
         MCP_HEARTBEAT_INTERVAL=float(os.environ.get("MCP_EXAMPLE_HEARTBEAT", "10")),
+        PAYMENT_WEBHOOK_TOKEN=os.environ.get("MCP_EXAMPLE_WEBHOOK_TOKEN", "demo-webhook-token"),
     )
     app.config.update(config or {})
     if app.config["MCP_DATABASE_URI"] == database_url() and parse_database_url(database_url())["engine"] == "sqlite":
@@ -63,6 +85,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     _configure_logging()
     MCP(app, servers={f"/mcp{suffix}": server for suffix, server in SERVERS.items()})
     app.add_url_rule("/", "home", home)
+    app.add_url_rule("/payments/webhook", "payment_webhook", payment_webhook, methods=["POST"])
     if os.environ.get("MCP_EXAMPLE_WORKER_HEADER") == "1":
         app.after_request(worker_header)
     return app

@@ -9,7 +9,10 @@ import itertools
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -17,13 +20,14 @@ from typing import Any
 import httpx2
 import pytest
 import sqlalchemy as sa
+from celery import Celery
 from mcp import Client
 from mcp.client import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import ElicitRequestParams, ElicitRequestURLParams, ElicitResult, TextContent
 
-from tests.conftest import Database, DatabaseFactory, LiveServer, ServerPool, stop
+from tests.conftest import ROOT, Database, DatabaseFactory, LiveServer, ServerPool, stop
 from tests.protocol.clients import Recorder, WorkerLog, roots, sampling, spread_client
 
 FRAMEWORKS = ["django", "flask"]
@@ -290,3 +294,103 @@ def test_fifty_rounds_round_robin_over_four_workers(four_single_workers: list[Li
     assert len(rows) == 3 * ROUNDS
     assert {r["status"] for r in rows} == {"accepted"}
     assert len(card.asked) == len(table.asked) == len(folder.asked) == ROUNDS
+
+
+# -- completion from outside MCP: a payment webhook, a Celery task --------------------------------
+
+
+@asynccontextmanager
+async def celery_worker(live: LiveServer, broker: str, queue: str) -> AsyncIterator[None]:
+    env = {
+        **os.environ,
+        "MCP_EXAMPLE_DATABASE_URL": live.database.url,
+        "MCP_EXAMPLE_CELERY_BROKER": broker,
+        "DJANGO_SETTINGS_MODULE": "example_project.django_site.settings",
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "example_project.django_site.celery",
+        "worker",
+        "--pool=solo",
+        "-Q",
+        queue,
+        "--without-gossip",
+        "--without-mingle",
+        "--loglevel=WARNING",
+    ]
+    log_path = live.log_path.with_suffix(".celery.log")
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        yield
+    finally:
+        process.terminate()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+
+
+async def wait_for(notes: Notifications, elicitation_id: str) -> None:
+    deadline = time.monotonic() + 20
+    while elicitation_id not in notes.completed() and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    assert elicitation_id in notes.completed(), notes.seen
+
+
+@pytest.mark.slow
+def test_webhook_and_celery_complete_url_elicitations(four_workers: LiveServer) -> None:
+    live = four_workers
+    webhook = live.base_url + "/payments/webhook"
+    token = {"Authorization": "Bearer demo-webhook-token"}
+    queue = f"mcp-test-{uuid.uuid4().hex[:8]}"
+    broker = "redis://127.0.0.1:6379/7"
+
+    async def run() -> None:
+        notes = Notifications()
+        async with httpx2.AsyncClient() as http:
+            # Bad input gets a clear JSON error and completes nothing.
+            assert (await http.post(webhook, json={"elicitation_id": "deposit-w"})).status_code == 401
+            bad = await http.post(webhook, content=b"{", headers=token)
+            assert bad.status_code == 400 and "elicitation_id" in bad.json()["error"]
+            async with spread_client(
+                live.url("/bistro"),
+                "legacy",
+                WorkerLog(),
+                elicitation_callback=handle_elicitation,
+                message_handler=notes,
+            ) as c:
+                for booking in ("w", "c"):
+                    paid = await c.call_tool("pay_deposit", {"booking_id": booking})
+                    assert text(paid) == "Complete the payment in your browser."
+                done = await http.post(webhook, json={"elicitation_id": "deposit-w"}, headers=token)
+                assert done.json() == {"completed": 1}
+                await wait_for(notes, "deposit-w")
+                again = await http.post(webhook, json={"elicitation_id": "deposit-w"}, headers=token)
+                assert again.json() == {"completed": 0}
+                if live.framework == "django":
+                    sender = Celery(broker=broker, backend=broker)
+                    async with celery_worker(live, broker, queue):
+                        result = sender.send_task("mcp_django.complete_elicitation", args=["deposit-c"], queue=queue)
+                        assert await asyncio.to_thread(result.get, timeout=60) == 1
+                    await wait_for(notes, "deposit-c")
+                    assert notes.completed().count("deposit-w") == 1
+            # A 2026-07-28 client has no stream to notify: the row records the completion.
+            async with spread_client(
+                live.url("/bistro"), "2026-07-28", WorkerLog(), elicitation_callback=handle_elicitation
+            ) as c:
+                await c.call_tool("hold_table", {"booking_id": "m"})
+            assert (await http.post(webhook, json={"elicitation_id": "hold-m"}, headers=token)).json() == {
+                "completed": 1
+            }
+        (row,) = elicitation_rows(live, elicitation_id="hold-m")
+        assert row["status"] == "completed"
+        statuses = {r["elicitation_id"]: r["status"] for r in elicitation_rows(live, mode="url")}
+        assert statuses["deposit-w"] == "completed"
+        assert statuses["deposit-c"] == ("completed" if live.framework == "django" else "accepted")
+
+    asyncio.run(run())
