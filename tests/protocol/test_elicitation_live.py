@@ -185,8 +185,52 @@ def test_seed_examples_under_four_workers(four_workers: LiveServer) -> None:
             (row,) = elicitation_rows(live, elicitation_id=f"hold-h-{mode}")
             assert (row["mode"], row["status"]) == ("url", "accepted")
         assert len(set(workers.pids)) >= 3, f"requests reached too few workers: {set(workers.pids)}"
+        await replayed_and_forged_states_are_refused(live)
 
     asyncio.run(run())
+
+
+async def replayed_and_forged_states_are_refused(live: LiveServer) -> None:
+    """Raw 2026-07-28 exchanges: the handle works once, from any worker, for its own request."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    }
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "delete_folder",
+    }
+
+    def body(path: str, **extra: Any) -> dict[str, Any]:
+        params = {"name": "delete_folder", "arguments": {"path": path}, "_meta": meta, **extra}
+        return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+
+    def refused(response: httpx2.Response) -> bool:
+        error = response.json()["error"]
+        return (
+            response.status_code == 400
+            and error["code"] == -32602
+            and error["data"] == {"reason": "invalid_request_state"}
+        )
+
+    limits = httpx2.Limits(max_keepalive_connections=0)
+    async with httpx2.AsyncClient(limits=limits, timeout=30) as http:
+        asked = (await http.post(live.url("/files"), json=body("/tmp/project"), headers=headers)).json()["result"]
+        handle = asked["requestState"]
+        assert handle.startswith("mcp1.")
+        ((key, _),) = asked["inputRequests"].items()
+        answer = {key: {"action": "accept", "content": {"ok": False}}}
+        forged = handle[:-3] + ("xyz" if not handle.endswith("xyz") else "abc")
+        retry = body("/tmp/project", inputResponses=answer, requestState=forged)
+        assert refused(await http.post(live.url("/files"), json=retry, headers=headers))
+        other = body("/tmp/empty", inputResponses=answer, requestState=handle)
+        assert refused(await http.post(live.url("/files"), json=other, headers=headers))
+        retry = body("/tmp/project", inputResponses=answer, requestState=handle)
+        done = await http.post(live.url("/files"), json=retry, headers=headers)
+        assert done.json()["result"]["content"][0]["text"] == "kept the folder"
+        assert refused(await http.post(live.url("/files"), json=retry, headers=headers))
 
 
 # -- SIGKILL of the worker that asked -----------------------------------------------------------
