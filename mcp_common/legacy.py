@@ -380,7 +380,7 @@ class LegacyProtocol:
             await self.endpoint.db(self.endpoint.store.touch_session, session.session_id, now)
 
         if isinstance(message, JSONRPCNotification):
-            self._on_notification(session, message)
+            await self._on_notification(session, message)
             return HTTPResponse(202)
         if isinstance(message, JSONRPCResponse | JSONRPCError):
             await self._on_client_answer(session, message, raw)
@@ -498,11 +498,34 @@ class LegacyProtocol:
 
         return close_standalone
 
-    def _on_notification(self, session: SessionRecord, message: JSONRPCNotification) -> None:
-        if message.method == "notifications/cancelled":
-            request_id = (message.params or {}).get("requestId")
-            if isinstance(request_id, str | int):
-                self.waiters.cancel_call(session.session_id, request_id)
+    async def _on_notification(self, session: SessionRecord, message: JSONRPCNotification) -> None:
+        if message.method != "notifications/cancelled":
+            return
+        request_id = (message.params or {}).get("requestId")
+        if not isinstance(request_id, str | int) or isinstance(request_id, bool):
+            return
+        self.waiters.cancel_call(session.session_id, request_id)
+        # The call may run in another process: a question it waits on is answered "cancel" there,
+        # so the tool ends instead of waiting out REQUEST_TIMEOUT.
+        endpoint = self.endpoint
+        store = endpoint.store
+        rows = await endpoint.db(store.call_elicitations, session.session_id, dumps(request_id))
+        for row in rows:
+            if row.status != "pending":
+                continue
+            reply = dumps({"jsonrpc": "2.0", "id": row.request_key, "result": {"action": "cancel"}})
+            if await endpoint.db(store.answer_pending, session.session_id, row.request_key, reply, "cancelled", None):
+                self.waiters.answer(session.session_id, row.request_key, reply)
+                await endpoint.db(
+                    functools.partial(
+                        store.update_elicitation,
+                        row.id,
+                        "cancelled",
+                        time.time(),
+                        detail="The client cancelled the call",
+                        from_statuses=("cancelled",),
+                    )
+                )
 
     async def _on_client_answer(
         self, session: SessionRecord, message: JSONRPCResponse | JSONRPCError, raw: Any

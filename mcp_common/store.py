@@ -239,6 +239,15 @@ class SessionStore(Protocol):
         """Elicitations asked on one legacy call stream, oldest first."""
         ...
 
+    def call_elicitations(self, session_id: str, call_id: str) -> list[ElicitationRecord]:
+        """Elicitations asked by one legacy call (``call_id``: its JSON-RPC id as JSON)."""
+        ...
+
+    def purge_elicitations(self, older_than: float) -> int:
+        """Delete answered or ended elicitation rows last updated before ``older_than``; how many.
+        Pending rows are never purged."""
+        ...
+
     # -- workers -----------------------------------------------------------------------------
 
     def beat_worker(self, worker_id: str, now: float) -> None:
@@ -442,6 +451,17 @@ class MemoryStore:
     def stream_elicitations(self, session_id: str, stream_key: str) -> list[ElicitationRecord]:
         rows = (r for r in self._elicitations.values() if r.session_id == session_id and r.stream_key == stream_key)
         return sorted(rows, key=lambda r: r.created)
+
+    def call_elicitations(self, session_id: str, call_id: str) -> list[ElicitationRecord]:
+        rows = (r for r in self._elicitations.values() if r.session_id == session_id and r.call_id == call_id)
+        return sorted(rows, key=lambda r: r.created)
+
+    def purge_elicitations(self, older_than: float) -> int:
+        with self._lock:
+            old = [k for k, r in self._elicitations.items() if r.status != "pending" and r.updated < older_than]
+            for key in old:
+                del self._elicitations[key]
+            return len(old)
 
     # -- workers -----------------------------------------------------------------------------
 

@@ -239,6 +239,7 @@ class DjangoStore:
                 sealed=state.sealed,
                 created=_ts(state.created),
                 expires=_ts(state.expires),
+                consumed=_ts(state.consumed) if state.consumed is not None else None,
             )
             if elicitations:
                 MCPElicitation.objects.bulk_create([_elicitation_row(r) for r in elicitations])
@@ -297,6 +298,16 @@ class DjangoStore:
     def stream_elicitations(self, session_id: str, stream_key: str) -> list[ElicitationRecord]:
         rows = MCPElicitation.objects.filter(session_id=session_id, stream_key=stream_key).order_by("created")
         return [_elicitation_record(r) for r in rows]
+
+    @_retry
+    def call_elicitations(self, session_id: str, call_id: str) -> list[ElicitationRecord]:
+        rows = MCPElicitation.objects.filter(session_id=session_id, call_id=call_id).order_by("created")
+        return [_elicitation_record(r) for r in rows]
+
+    @_retry
+    def purge_elicitations(self, older_than: float) -> int:
+        deleted, _ = MCPElicitation.objects.exclude(status="pending").filter(updated__lt=_ts(older_than)).delete()
+        return deleted
 
     # -- workers -----------------------------------------------------------------------------
 

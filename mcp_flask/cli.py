@@ -25,8 +25,22 @@ def migrate_command(revision: str) -> None:
 
 
 @mcp_cli.command("purge")
-def purge_command() -> None:
-    """Delete legacy sessions idle for longer than MCP_SESSION_TTL."""
+@click.option(
+    "--elicitation-days",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Keep answered, expired and completed elicitation rows this many days (pending ones are kept).",
+)
+def purge_command(elicitation_days: float) -> None:
+    """Delete legacy sessions idle for longer than MCP_SESSION_TTL, expired request states, and
+    old answered elicitations."""
     state = get_state()
-    count = state.store.purge_expired(time.time() - state.config.session_ttl)
-    click.echo(f"Deleted {count} expired MCP session(s).")
+    now = time.time()
+    count = state.store.purge_expired(now - state.config.session_ttl)
+    expired = state.store.expire_elicitations(now)
+    rows = state.store.purge_elicitations(now - elicitation_days * 86400)
+    click.echo(
+        f"Deleted {count} expired MCP session(s) and {rows} old elicitation(s); "
+        f"marked {expired} overdue elicitation(s) expired."
+    )

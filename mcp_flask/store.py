@@ -471,6 +471,27 @@ class SQLAlchemyStore:
             return [_elicitation_record(row) for row in s.scalars(query)]
 
     @_retry
+    def call_elicitations(self, session_id: str, call_id: str) -> list[ElicitationRecord]:
+        query = (
+            select(MCPElicitation)
+            .where(MCPElicitation.session_id == session_id, MCPElicitation.call_id == call_id)
+            .order_by(MCPElicitation.created, MCPElicitation.id)
+        )
+        with self._session() as s, s.begin():
+            return [_elicitation_record(row) for row in s.scalars(query)]
+
+    @_retry
+    def purge_elicitations(self, older_than: float) -> int:
+        with self._session() as s, s.begin():
+            result = s.execute(
+                delete(MCPElicitation).where(
+                    MCPElicitation.status != "pending", MCPElicitation.updated < _ts(older_than)
+                ),
+                execution_options=_NO_SYNC,
+            )
+            return int(result.rowcount or 0)
+
+    @_retry
     def stream_elicitations(self, session_id: str, stream_key: str) -> list[ElicitationRecord]:
         query = (
             select(MCPElicitation)

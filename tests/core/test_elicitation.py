@@ -499,3 +499,31 @@ def test_nested_elicitation_models_are_reported_with_the_sdk_message() -> None:
 def test_get_stream_key_is_not_a_call_stream() -> None:
     # The GET stream never ends a call: the orphan check applies to call streams only.
     assert GET_STREAM == "get"
+
+
+def test_cancel_notification_reaches_a_question_waiting_in_another_worker() -> None:
+    store = MemoryStore()
+    asking, other = endpoint(store), endpoint(store)
+    session = initialize(asking, {"elicitation": {}})
+    response = legacy_call(asking, session, "interview", {}, call_id=31)
+    stream = asking.iter_body(response)
+    for chunk in stream:
+        if b"elicitation/create" in chunk:
+            break
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 31}}
+    assert other.handle(legacy(session, cancel)).status == 202
+    rest = b"".join(stream)
+    assert b"No interview (cancel)" in rest
+    (row,) = store._elicitations.values()
+    assert (row.status, row.detail) == ("cancelled", "The client cancelled the call")
+
+
+def test_old_answered_elicitations_are_purged_pending_ones_kept() -> None:
+    store = MemoryStore()
+    point = endpoint(store)
+    ask(point)
+    key, _, handle = ask(point, "hold", {"booking_id": "1"})
+    call(point, "hold", {"booking_id": "1"}, inputResponses={key: {"action": "decline"}}, requestState=handle)
+    assert sorted(r.status for r in store._elicitations.values()) == ["declined", "pending"]
+    assert store.purge_elicitations(time.time() + 1) == 1
+    assert [r.status for r in store._elicitations.values()] == ["pending"]

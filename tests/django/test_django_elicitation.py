@@ -177,3 +177,29 @@ def test_staff_review_and_complete_elicitations_in_the_admin() -> None:
     assert client.get("/admin/mcp_django/mcpelicitation/add/").status_code == 403
     anonymous = Client().get("/admin/mcp_django/mcpelicitation/")
     assert anonymous.status_code == 302
+
+
+def test_purge_command_keeps_pending_questions() -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    store = DjangoStore()
+    old = time.time() - 40 * 86400
+    rows = []
+    for status in ("declined", "pending"):
+        row = new_record(
+            server_name="s",
+            tool="t",
+            params={"message": "?"},
+            request_key=status,
+            principal=None,
+            expires=old,
+            state_id="1" * 32,
+        )
+        rows.append(row.__class__(**{**row.__dict__, "status": status, "created": old, "updated": old}))
+    store.save_request_state(RequestStateRecord("1" * 32, "s", "tools/call", "t", "d", None, "x", old, old), rows)
+    out = StringIO()
+    call_command("mcp_purge", stdout=out)
+    assert "1 old elicitation(s); marked 1 overdue elicitation(s) expired." in out.getvalue()
+    assert [r.status for r in store.elicitations_for_state("1" * 32)] == ["expired"]

@@ -487,7 +487,32 @@ def test_cli_migrate_and_purge(make_app: Callable[..., Flask]) -> None:
     assert result.exit_code == 0, result.output
     assert "mcp_0002" in result.output
     result = runner.invoke(args=["mcp", "purge"])
-    assert result.exit_code == 0 and "Deleted 0 expired MCP session(s)." in result.output
+    assert result.exit_code == 0 and "Deleted 0 expired MCP session(s)" in result.output
+    import time as _time
+
+    from mcp_common.elicitation import new_record
+    from mcp_common.store import RequestStateRecord
+    from mcp_flask import get_state
+
+    store = get_state(app).store
+    old = _time.time() - 40 * 86400
+    rows = []
+    for status in ("accepted", "pending"):
+        row = new_record(
+            server_name="s",
+            tool="t",
+            params={"message": "?"},
+            request_key=status,
+            principal=None,
+            expires=old,
+            state_id="0" * 32,
+        )
+        rows.append(row.__class__(**{**row.__dict__, "status": status, "created": old, "updated": old}))
+    store.save_request_state(RequestStateRecord("0" * 32, "s", "tools/call", "t", "d", None, "x", old, old), rows)
+    result = runner.invoke(args=["mcp", "purge", "--elicitation-days", "30"])
+    assert result.exit_code == 0, result.output
+    assert "1 old elicitation(s); marked 1 overdue elicitation(s) expired." in result.output
+    assert [r.status for r in store.elicitations_for_state("0" * 32)] == ["expired"]
 
 
 def test_migrate_takes_an_app_or_an_engine(make_app: Callable[..., Flask]) -> None:
