@@ -57,3 +57,27 @@ def request_identity(method: str, params: Any) -> tuple[str, str]:
     from mcp.server import request_state
 
     return request_state._request_identity(method, params)
+
+
+def default_call_tool_handler(server: Any) -> bool:
+    """Whether ``tools/call`` is served by ``MCPServer``'s own handler (no extension wrapper,
+    no hand-registered low-level handler): the condition for the project's fast path."""
+    handler = getattr(server, "_handle_call_tool", None)
+    if handler is None:
+        return False
+    entry = lowlevel_server(server).get_request_handler("tools/call")
+    return entry is not None and entry.handler == handler
+
+
+def tool_error_types() -> tuple[type[Exception], type[Exception], type[Exception], type[Exception]]:
+    """(ToolError, UnexpectedToolError, ResourceError, UnexpectedResourceError), as ``Tool.run``
+    maps them."""
+    from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedResourceError, UnexpectedToolError
+
+    return ToolError, UnexpectedToolError, ResourceError, UnexpectedResourceError
+
+
+def get_tool(server: Any, name: str) -> Any | None:
+    """The ``MCPServer``'s registered ``Tool`` called ``name``."""
+    manager = getattr(server, "_tool_manager", None)
+    return manager.get_tool(name) if manager is not None else None

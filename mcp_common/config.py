@@ -44,6 +44,17 @@ class MCPConfig:
     """How long an idle SSE stream (GET, or a resumed call stream) is held open before the
     server closes it; the client reconnects with ``Last-Event-ID`` and loses nothing."""
 
+    wait_retry_ms: int = 3000
+    """Under WSGI (a thread per open response), a call that starts waiting for the client's
+    answer ends its SSE response right after the question, with this ``retry:`` hint; the
+    client resumes with ``Last-Event-ID`` and gets the rest from the event log. No worker
+    thread is parked for a question a human may take minutes to answer. (Protocol
+    2025-11-25 and later, whose clients resume closed streams; ASGI keeps streams open.)"""
+
+    blocking_hold_seconds: float = 1.0
+    """Under WSGI, how long a resumed call stream waits for new events before ending with the
+    ``wait_retry_ms`` hint."""
+
     poll_interval: float = 0.1
     """Seconds between database polls when an answer or event may come from another process."""
 

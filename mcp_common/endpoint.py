@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import functools
 import logging
@@ -27,6 +28,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from mcp_common import _sdk
 from mcp_common.config import MCPConfig, derive_key
 from mcp_common.elicitation import worker_id
+from mcp_common.fast import FastPath
 from mcp_common.http import HTTPRequest, HTTPResponse
 from mcp_common.jsonrpc import error_response
 from mcp_common.legacy import LegacyProtocol
@@ -84,6 +86,7 @@ class MCPEndpoint:
         """2026-07-28 request states go to the database behind single-use handles (needs keys)."""
         self.handle_keys = [derive_key(secret, "request-state-handle") for secret in config.secret_keys]
         self.legacy = LegacyProtocol(self)
+        self.fast = FastPath(self)
         self._fixed_runner = runner
         self._db_threads = db_threads
         self._pid: int | None = None
@@ -164,6 +167,10 @@ class MCPEndpoint:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, functools.partial(fn, *args))
 
+    def tool_context(self) -> contextlib.AbstractContextManager[Any]:
+        """What a tool runs inside on the fast path (adapters override: Flask's app context)."""
+        return contextlib.nullcontext()
+
     def track(self, task: asyncio.Task[Any]) -> None:
         """Keep a reference to a background task until it ends (asyncio holds only weak ones)."""
         self._tasks.add(task)
@@ -177,11 +184,18 @@ class MCPEndpoint:
     def handle(self, request: HTTPRequest) -> HTTPResponse:
         """Serve ``request`` from a synchronous (WSGI) view."""
         self._process_check()
+        request.blocking = True
+        fast = self.fast.handle_sync(request)
+        if fast is not None:
+            return fast
         return self.runner.run(self.handle_async(request))
 
     async def handle_from_other_loop(self, request: HTTPRequest) -> HTTPResponse:
         """Serve ``request`` from an async (ASGI) view running on another event loop."""
         self._process_check()
+        fast = await self.fast.handle_async(request)
+        if fast is not None:
+            return fast
         return await self.runner.run_async(self.handle_async(request))
 
     def iter_body(self, response: HTTPResponse) -> Iterator[bytes]:

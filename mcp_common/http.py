@@ -20,6 +20,9 @@ class HTTPRequest:
     elicitations are bound to it."""
     native: Any = None
     """The framework's own request object, exposed to tools as ``ctx.request_context.request``."""
+    blocking: bool = False
+    """Served by a thread that stays busy while its response streams (WSGI). Such requests do
+    not keep a stream open while a tool waits for a human: see ``MCPConfig.wait_retry_ms``."""
 
     def header(self, name: str, default: str | None = None) -> str | None:
         return self.headers.get(name.lower(), default)

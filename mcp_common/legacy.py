@@ -135,11 +135,15 @@ class CallStream:
     loses it.
     """
 
-    def __init__(self, endpoint: MCPEndpoint, session: SessionRecord, priming: bool) -> None:
+    def __init__(self, endpoint: MCPEndpoint, session: SessionRecord, priming: bool, blocking: bool = False) -> None:
         self.endpoint = endpoint
         self.session = session
         self.stream_key = uuid.uuid4().hex
         self.priming = priming
+        self.detach_on_wait = blocking and priming
+        """End the HTTP response when the call starts waiting for the client (see
+        ``MCPConfig.wait_retry_ms``)."""
+        self._last_event: int | None = None
         self.attached = True
         self.persisted = False
         self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
@@ -155,11 +159,22 @@ class CallStream:
             self.endpoint.store.append_event, self.session.session_id, self.stream_key, data, final
         )
         self.persisted = True
+        self._last_event = event_id
         self.endpoint.wake_streams(self.session.session_id)
         if self.attached:
             self._queue.put_nowait(sse_frame(data, _event_id(self.stream_key, event_id)))
             if final:
                 self._queue.put_nowait(None)
+
+    async def detach(self, retry_ms: int) -> None:
+        """End the HTTP response with a ``retry:`` hint: the call goes on; the client resumes it
+        from the event log after ``retry_ms``."""
+        self.persisted = True
+        if self.attached:
+            self.attached = False
+            if self._last_event is not None:
+                self._queue.put_nowait(sse_frame("", _event_id(self.stream_key, self._last_event), retry_ms))
+            self._queue.put_nowait(None)
 
     async def close(self) -> None:
         """End the HTTP response now; the client resumes with ``Last-Event-ID``."""
@@ -271,6 +286,8 @@ class Waiters:
         self._answers: dict[tuple[str, str], asyncio.Future[str]] = {}
         self._stream_events: dict[str, asyncio.Event] = {}
         self._calls: dict[tuple[str, str], asyncio.Task[Any]] = {}
+        self._ended: dict[str, None] = {}
+        """Sessions recently ended here (insertion-ordered, bounded)."""
 
     def expect(self, session_id: str, request_id: str) -> asyncio.Future[str]:
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
@@ -285,7 +302,13 @@ class Waiters:
         if future is not None and not future.done():
             future.set_result(response)
 
+    def has_ended(self, session_id: str) -> bool:
+        return session_id in self._ended
+
     def end_session(self, session_id: str) -> None:
+        self._ended[session_id] = None
+        while len(self._ended) > 1024:
+            del self._ended[next(iter(self._ended))]
         for (sid, _), future in list(self._answers.items()):
             if sid == session_id and not future.done():
                 future.set_exception(SessionGone(session_id))
@@ -438,7 +461,12 @@ class LegacyProtocol:
     async def _serve(self, request: HTTPRequest, session: SessionRecord, message: JSONRPCRequest) -> HTTPResponse:
         streaming = not self.endpoint.config.json_response and message.method not in JSON_METHODS
         stream = (
-            CallStream(self.endpoint, session, priming=is_version_at_least(session.protocol_version, "2025-11-25"))
+            CallStream(
+                self.endpoint,
+                session,
+                priming=is_version_at_least(session.protocol_version, "2025-11-25"),
+                blocking=request.blocking,
+            )
             if streaming
             else None
         )
@@ -589,10 +617,30 @@ class LegacyProtocol:
         try:
             if stream is not None:
                 await stream.send(message)
+                if stream.detach_on_wait:
+                    await stream.detach(endpoint.config.wait_retry_ms)
             else:
                 await self.post_to_get_stream(session_id, message)
             try:
                 answer = await self._await_answer(session_id, request_id, future, wait)
+            except asyncio.CancelledError:
+                # The call itself ended (DELETE of the session, notifications/cancelled, shutdown):
+                # the question ends with it, and its row says so.
+                if record is not None:
+                    ended = self.waiters.has_ended(session_id)
+                    with contextlib.suppress(Exception):
+                        await asyncio.shield(
+                            endpoint.db(
+                                functools.partial(
+                                    store.update_elicitation,
+                                    record.id,
+                                    "cancelled",
+                                    time.time(),
+                                    detail="The session ended" if ended else "The call was cancelled",
+                                )
+                            )
+                        )
+                raise
             except (TimeoutError, SessionGone) as exc:
                 if record is not None:
                     expired = isinstance(exc, TimeoutError)
@@ -672,10 +720,12 @@ class LegacyProtocol:
             if parsed is None:
                 return error_response(400, INVALID_REQUEST, "Malformed Last-Event-ID")
             stream_key, after = parsed
-            return HTTPResponse(200, headers, stream=self._tail(session, stream_key, after))
+            return HTTPResponse(200, headers, stream=self._tail(session, stream_key, after, request.blocking))
         return HTTPResponse(200, headers, stream=self._tail(session, GET_STREAM, None))
 
-    async def _tail(self, session: SessionRecord, stream_key: str, after: int | None) -> AsyncIterator[bytes]:
+    async def _tail(
+        self, session: SessionRecord, stream_key: str, after: int | None, blocking: bool = False
+    ) -> AsyncIterator[bytes]:
         """Stream a stream's logged events, waiting for new ones for ``stream_hold_seconds``.
 
         A call stream ends with its final response; the GET stream, and any stream still
@@ -689,9 +739,12 @@ class LegacyProtocol:
         if after is None:
             # A fresh GET stream starts at what no GET stream has delivered yet.
             after = await endpoint.db(store.get_cursor, session_id)
+        # Under WSGI a resumed call stream is a short poll, not a parked thread.
+        short = blocking and stream_key != GET_STREAM
+        hold = config.blocking_hold_seconds if short else config.stream_hold_seconds
         if is_version_at_least(session.protocol_version, "2025-11-25"):
-            yield sse_frame("", _event_id(stream_key, after), config.sse_retry_ms)
-        deadline = time.monotonic() + config.stream_hold_seconds
+            yield sse_frame("", _event_id(stream_key, after), config.wait_retry_ms if short else config.sse_retry_ms)
+        deadline = time.monotonic() + hold
         interval = config.poll_interval
         next_owner_check = 0.0
         while time.monotonic() < deadline:
@@ -705,7 +758,7 @@ class LegacyProtocol:
                         return
                 if stream_key == GET_STREAM:
                     await endpoint.db(store.set_cursor, session_id, after)
-                deadline = time.monotonic() + config.stream_hold_seconds
+                deadline = time.monotonic() + hold
                 interval = config.poll_interval
                 continue
             if await endpoint.db(store.get_session, session_id) is None:

@@ -9,6 +9,7 @@ removed at teardown as after a view).
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 from typing import Any
 
@@ -32,6 +33,9 @@ class AppContextMiddleware(ServerMiddleware[Any]):
     received the HTTP request (:data:`serving_app`), not one fixed at install time.
     """
 
+    fast_path_safe = True
+    """The core's fast path runs tools inside ``FlaskEndpoint.tool_context()``: the same context."""
+
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         app = serving_app.get()
         if app is None:
@@ -54,6 +58,10 @@ class FlaskEndpoint(MCPEndpoint):
         super().__init__(server, config, store)
         self.app = app
         install_app_context(server)
+
+    def tool_context(self) -> contextlib.AbstractContextManager[Any]:
+        # Each tool call gets its own application context, as on the SDK's path.
+        return self.app.app_context()
 
     async def handle_async(self, request: HTTPRequest) -> HTTPResponse:
         # Tasks started while serving (a legacy tool call outlives this coroutine) copy the

@@ -28,7 +28,7 @@ from mcp_common import MCPConfig, MCPEndpoint, MemoryStore
 from mcp_common.elicitation import ElicitUrl, UrlConsent, complete_in_store
 from mcp_common.schemas import ElicitationSchemaError, assert_server_schemas, check_server_schemas
 from mcp_common.store import GET_STREAM
-from tests.core.test_endpoint import SECRET, events, initialize, legacy, modern_call, request
+from tests.core.test_endpoint import SECRET, events, follow, initialize, legacy, modern_call, request
 
 
 class Name(BaseModel):
@@ -298,24 +298,15 @@ def legacy_call(point: MCPEndpoint, session: str, name: str, arguments: dict[str
 
 
 def run_answering(asking: MCPEndpoint, answering: MCPEndpoint, session: str, response: Any, result: dict[str, Any]):
-    """Read a call stream, answer its first server request through the other worker."""
-    seen: list[dict[str, Any]] = []
+    """Read a call stream (resuming it like the client), answer its server request through the
+    other worker."""
 
-    def read() -> None:
-        for chunk in asking.iter_body(response):
-            data = [line[6:] for line in chunk.decode().split("\n") if line.startswith("data: ")]
-            if data and data[0]:
-                message = json.loads(data[0])
-                seen.append(message)
-                if message.get("method") == "elicitation/create":
-                    reply = {"jsonrpc": "2.0", "id": message["id"], "result": result}
-                    assert answering.handle(legacy(session, reply)).status == 202
+    def answer(message: dict[str, Any]) -> None:
+        if message.get("method") == "elicitation/create":
+            reply = {"jsonrpc": "2.0", "id": message["id"], "result": result}
+            assert answering.handle(legacy(session, reply)).status == 202
 
-    reader = threading.Thread(target=read)
-    reader.start()
-    reader.join(10)
-    assert not reader.is_alive()
-    return seen
+    return follow(asking, session, response, answer, resumer=answering)
 
 
 def test_legacy_elicitation_row_follows_the_answer() -> None:
@@ -334,7 +325,7 @@ def test_legacy_unanswered_elicitation_expires() -> None:
     store = MemoryStore()
     point = endpoint(store, request_timeout=0.3)
     session = initialize(point, {"elicitation": {}})
-    final = [e for e in events(point, legacy_call(point, session, "interview", {})) if e["data"]][-1]["data"]
+    final = follow(point, session, legacy_call(point, session, "interview", {}))[-1]
     assert final["result"]["content"][0]["text"] == "No interview (cancel)"
     (row,) = store._elicitations.values()
     assert row.status == "expired" and "No answer within 0.3 seconds" in row.detail
@@ -505,15 +496,14 @@ def test_cancel_notification_reaches_a_question_waiting_in_another_worker() -> N
     store = MemoryStore()
     asking, other = endpoint(store), endpoint(store)
     session = initialize(asking, {"elicitation": {}})
-    response = legacy_call(asking, session, "interview", {}, call_id=31)
-    stream = asking.iter_body(response)
-    for chunk in stream:
-        if b"elicitation/create" in chunk:
-            break
-    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 31}}
-    assert other.handle(legacy(session, cancel)).status == 202
-    rest = b"".join(stream)
-    assert b"No interview (cancel)" in rest
+
+    def cancel(message: dict[str, Any]) -> None:
+        if message.get("method") == "elicitation/create":
+            note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 31}}
+            assert other.handle(legacy(session, note)).status == 202
+
+    seen = follow(asking, session, legacy_call(asking, session, "interview", {}, call_id=31), cancel, resumer=other)
+    assert seen[-1]["result"]["content"][0]["text"] == "No interview (cancel)"
     (row,) = store._elicitations.values()
     assert (row.status, row.detail) == ("cancelled", "The client cancelled the call")
 

@@ -4,7 +4,6 @@ sharing a database (each with its own MCPServer instance, as separate processes 
 from __future__ import annotations
 
 import json
-import threading
 from typing import Annotated, Any
 
 import pytest
@@ -138,6 +137,39 @@ def legacy(session: str, body: Any) -> HTTPRequest:
     return request("POST", body, mcp_session_id=session, mcp_protocol_version=LEGACY)
 
 
+def follow(
+    point: MCPEndpoint,
+    session: str,
+    response: HTTPResponse,
+    on_message: Any = None,
+    resumer: MCPEndpoint | None = None,
+) -> list[dict[str, Any]]:
+    """Read a legacy call's SSE response as the official client does: when the server ends it
+    before the call's response (it does so under WSGI while the call waits for the client),
+    resume with ``Last-Event-ID`` until the response arrives. Returns every message seen."""
+    seen: list[dict[str, Any]] = []
+    for _ in range(100):
+        last_id = None
+        for event in events(point, response):
+            if event["id"]:
+                last_id = event["id"]
+            message = event["data"]
+            if not message:
+                continue
+            seen.append(message)
+            if on_message is not None:
+                on_message(message)
+            if "method" not in message and ("result" in message or "error" in message):
+                return seen
+        assert last_id, f"the stream ended with nothing to resume from: {seen}"
+        point = resumer or point
+        response = point.handle(
+            request("GET", mcp_session_id=session, mcp_protocol_version=LEGACY, last_event_id=last_id)
+        )
+        assert response.status == 200, response.body
+    raise AssertionError(f"no response after 100 resumptions: {seen}")
+
+
 def test_session_lives_in_the_store_not_in_a_worker() -> None:
     store = MemoryStore()
     first, second = endpoint(store), endpoint(store)
@@ -180,28 +212,17 @@ def test_elicitation_answered_through_another_worker() -> None:
         )
     )
     assert response.headers["Content-Type"] == "text/event-stream"
-    stream = asking.iter_body(response)
-    seen: list[dict[str, Any]] = []
 
-    def read() -> None:
-        for chunk in stream:
-            text = chunk.decode()
-            data = [line[6:] for line in text.split("\n") if line.startswith("data: ")]
-            if data and data[0]:
-                message = json.loads(data[0])
-                seen.append(message)
-                if message.get("method") == "elicitation/create":
-                    answer = {
-                        "jsonrpc": "2.0",
-                        "id": message["id"],
-                        "result": {"action": "accept", "content": {"name": "Grace"}},
-                    }
-                    assert answering.handle(legacy(session, answer)).status == 202
+    def answer(message: dict[str, Any]) -> None:
+        if message.get("method") == "elicitation/create":
+            reply = {
+                "jsonrpc": "2.0",
+                "id": message["id"],
+                "result": {"action": "accept", "content": {"name": "Grace"}},
+            }
+            assert answering.handle(legacy(session, reply)).status == 202
 
-    reader = threading.Thread(target=read)
-    reader.start()
-    reader.join(10)
-    assert not reader.is_alive()
+    seen = follow(asking, session, response, answer, resumer=answering)
     assert seen[0]["method"] == "elicitation/create"
     assert seen[0]["params"]["message"] == "Your name?"
     assert seen[-1] == {"jsonrpc": "2.0", "id": 5, "result": seen[-1]["result"]}
@@ -209,6 +230,40 @@ def test_elicitation_answered_through_another_worker() -> None:
     # The second answer to the same request is refused quietly: the first one won.
     late = {"jsonrpc": "2.0", "id": seen[0]["id"], "result": {"action": "decline"}}
     assert answering.handle(legacy(session, late)).status == 202
+
+
+def test_under_asgi_the_call_stream_stays_open_while_it_waits() -> None:
+    import asyncio
+
+    store = MemoryStore()
+    asking, answering = endpoint(store), endpoint(store)
+    session = initialize(asking, {"elicitation": {}})
+    call = legacy(
+        session, {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "interview", "arguments": {}}}
+    )
+
+    async def run() -> list[dict[str, Any]]:
+        response = await asking.handle_from_other_loop(call)
+        seen = []
+        async for chunk in asking.aiter_body(response):
+            data = [line[6:] for line in chunk.decode().split("\n") if line.startswith("data: ")]
+            if not data or not data[0]:
+                continue
+            message = json.loads(data[0])
+            seen.append(message)
+            if message.get("method") == "elicitation/create":
+                reply = {
+                    "jsonrpc": "2.0",
+                    "id": message["id"],
+                    "result": {"action": "accept", "content": {"name": "Ada"}},
+                }
+                assert (await answering.handle_from_other_loop(legacy(session, reply))).status == 202
+        return seen
+
+    seen = asyncio.run(run())
+    # One response carried the question and the answer's result: no resumption needed.
+    assert [m.get("method") for m in seen] == ["elicitation/create", None]
+    assert seen[-1]["result"]["content"][0]["text"] == "Interviewed Ada"
 
 
 def test_unanswered_elicitation_ends_as_cancel() -> None:
@@ -221,7 +276,7 @@ def test_unanswered_elicitation_ends_as_cancel() -> None:
             {"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "interview", "arguments": {}}},
         )
     )
-    final = [e for e in events(point, response) if e["data"]][-1]["data"]
+    final = follow(point, session, response)[-1]
     assert final["result"]["content"][0]["text"] == "No interview (cancel)"
 
 

@@ -452,7 +452,18 @@ def test_tools_run_in_the_app_context(make_app: Callable[..., Flask], fast_confi
     MCP(app, server=contextual)
     MCP.migrate(app)
     client = app.test_client()
-    for name, expected in (("app_name", app.name), ("app_name_async", "first")):
+    endpoint = get_state(app).endpoints["/mcp"]
+    # The fast path serves both (after the first request has entered the server's lifespan).
+    assert endpoint.fast.enabled
+    served_fast: list[str] = []
+    original = endpoint.fast._respond
+
+    def spy(call: Any, outcome: Any) -> Any:
+        served_fast.append(call.tool.name)
+        return original(call, outcome)
+
+    endpoint.fast._respond = spy  # type: ignore[method-assign]
+    for name, expected in (("app_name", app.name), ("app_name_async", "first")) * 2:
         body = {
             "jsonrpc": "2.0",
             "id": 1,
@@ -473,7 +484,8 @@ def test_tools_run_in_the_app_context(make_app: Callable[..., Flask], fast_confi
         assert response.status_code == 200, response.get_data(as_text=True)
         result = json.loads(response.get_data(as_text=True))["result"]
         assert result["content"][0]["text"] == expected, result
-    assert seen == [app.name]
+    assert seen == [app.name, app.name]
+    assert served_fast == ["app_name_async", "app_name", "app_name_async"]
 
 
 # -- commands ----------------------------------------------------------------------------------

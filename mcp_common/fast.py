@@ -1,0 +1,327 @@
+"""The fast path: a 2026-07-28 ``tools/call`` answered without the SDK's per-request machinery.
+
+The SDK's per-request entry builds a runner, a middleware chain, a telemetry span and an exit
+stack for every call, re-validates the request's surface, and runs a synchronous tool on a
+worker thread; served from a framework view that also costs a hop onto the event loop. For
+the hot case - a plain call of a registered ``MCPServer`` tool on the stateless wire - this
+module does the same work with the SDK's own pieces and nothing else:
+
+* the SDK's inbound classifier and ``Mcp-Param`` checks, its request-surface validation, the
+  tool's own argument model (``fn_metadata.validate_arguments``), result conversion
+  (``fn_metadata.convert_result``), the result surface sieve and the ``serverInfo`` stamp;
+* a synchronous tool runs in the thread that received the request (a WSGI worker thread is
+  already a worker thread), an async one on the endpoint's loop;
+* errors map exactly as ``Tool.run`` and ``MCPServer``'s handler map them.
+
+Anything else takes the full path: other methods, the legacy era, resolvers, tools taking a
+``Context``, tools declared to return ``InputRequiredResult``, a ``requestState`` or
+``inputResponses`` in the request, a server with middleware or handlers of its own, an active
+OpenTelemetry tracer provider, cache hints - and every request the fast path would reject
+(the full path produces the exact error). ``tests/core/test_fast_path.py`` holds the two paths
+to identical answers.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mcp.server.mcpserver.resolve import returns_input_required
+from mcp.server.request_state import RequestStateBoundary
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import (
+    PROTOCOL_VERSION_META_KEY,
+    InboundLadderRejection,
+    classify_inbound_request,
+    validate_mcp_param_headers,
+)
+from mcp_types import CallToolResult, InputRequiredResult, TextContent
+from mcp_types.methods import serialize_server_result, validate_client_request
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+
+from mcp_common import _sdk
+from mcp_common.http import HTTPRequest, HTTPResponse
+from mcp_common.jsonrpc import accepts, is_json_content, json_response
+from mcp_common.security import check_request
+
+if TYPE_CHECKING:
+    from mcp_common.endpoint import MCPEndpoint
+
+logger = logging.getLogger("mcp_common.fast")
+
+SERVER_INFO_META_KEY = "io.modelcontextprotocol/serverInfo"
+
+_ToolError, _UnexpectedToolError, _ResourceError, _UnexpectedResourceError = _sdk.tool_error_types()
+
+
+_OTEL_CHECK_SECONDS = 5.0
+_otel_state: list[float | bool] = [0.0, False]
+
+
+def _otel_active() -> bool:
+    """Whether an OpenTelemetry tracer provider is installed (then every call takes the full
+    path, whose middleware records the span). Re-read every few seconds, not per request."""
+    now = time.monotonic()
+    if now < _otel_state[0]:
+        return bool(_otel_state[1])
+    from opentelemetry import trace
+
+    provider = trace.get_tracer_provider()
+    _otel_state[:] = [
+        now + _OTEL_CHECK_SECONDS,
+        type(provider).__name__ not in ("ProxyTracerProvider", "NoOpTracerProvider"),
+    ]
+    return bool(_otel_state[1])
+
+
+class FastPath:
+    """Per-endpoint fast path for 2026-07-28 ``tools/call``; ``None`` answers mean "full path"."""
+
+    def __init__(self, endpoint: MCPEndpoint) -> None:
+        self.endpoint = endpoint
+        server = endpoint.server
+        lowlevel = endpoint.lowlevel
+        # Middleware the fast path accounts for: the request-state boundary (inert without a
+        # requestState), the telemetry span (skipped only while no tracer provider is
+        # installed), and adapters' middleware that declares ``fast_path_safe`` (what it does
+        # around a handler, the endpoint's ``tool_context()`` does around the tool).
+        known = all(
+            isinstance(m, RequestStateBoundary)
+            or type(m).__name__ == "OpenTelemetryMiddleware"
+            or getattr(m, "fast_path_safe", False)
+            for m in lowlevel.middleware
+        )
+        self.enabled = known and _sdk.default_call_tool_handler(server) and not lowlevel.cache_hints.get("tools/call")
+        self._eligible: dict[str, Any] = {}
+        self._header_params: dict[str, bool] = {}
+        # The serverInfo stamp, dumped once: each response is serialized at once, so sharing
+        # it between responses aliases nothing a caller could mutate.
+        self._server_info = lowlevel.server_info.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    # -- eligibility ---------------------------------------------------------------------------
+
+    def _tool(self, name: str) -> Any | None:
+        tool = _sdk.get_tool(self.endpoint.server, name)
+        if tool is None:
+            return None
+        if self._eligible.get(name) is tool:
+            return tool
+        if tool.context_kwarg is not None or tool.resolved_params or returns_input_required(tool.fn):
+            return None
+        self._eligible[name] = tool
+        self._header_params[name] = "x-mcp-header" in json.dumps(tool.parameters)
+        return tool
+
+    def _parse(self, request: HTTPRequest) -> tuple[dict[str, Any], dict[str, Any], Any] | None:
+        """``(decoded, params, tool)`` for a plain ``tools/call`` of an eligible tool, else ``None``."""
+        if not self.enabled or request.method != "POST" or _otel_active():
+            return None
+        started = self.endpoint._started
+        if started is None or not started.done() or started.exception() is not None:
+            return None  # the lifespan is entered on the full path first
+        headers = request.headers
+        if check_request(self.endpoint.config, headers, len(request.body)) is not None:
+            return None
+        has_json, has_sse = accepts(headers)
+        if not (has_json and has_sse) or not is_json_content(headers):
+            return None
+        try:
+            decoded = json.loads(request.body)
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(decoded, dict) or decoded.get("method") != "tools/call" or "id" not in decoded:
+            return None
+        params = decoded.get("params")
+        if not isinstance(params, dict) or "requestState" in params or "inputResponses" in params:
+            return None
+        name = params.get("name")
+        if not isinstance(name, str):
+            return None
+        tool = self._tool(name)
+        if tool is None:
+            return None
+        return decoded, params, tool
+
+    def _validate(self, tool: Any, version: str, params: dict[str, Any], headers: Mapping[str, str]) -> Any:
+        """The validated arguments, or ``None`` when the full path must answer (with its error)."""
+        try:
+            validate_client_request("tools/call", version, params)
+        except (ValidationError, ValueError, KeyError):
+            return None
+        arguments = params.get("arguments") or {}
+        if not isinstance(arguments, Mapping):
+            return None
+        checks_headers = self._header_params[tool.name] or any(h.startswith("mcp-param-") for h in headers)
+        if checks_headers and validate_mcp_param_headers(tool.parameters, arguments, headers) is not None:
+            return None
+        try:
+            return tool.fn_metadata.validate_arguments(dict(arguments))
+        except Exception:
+            return None  # the full path reports it, with the SDK's exact message
+
+    def _admit(self, request: HTTPRequest, lookup: Any = None) -> _Call | None:
+        """The call to serve, or ``None`` for the full path.
+
+        ``lookup(session_id)`` reads a legacy session (``None``: this caller cannot read the
+        store from where it runs, so legacy calls take the full path).
+        """
+        parsed = self._parse(request)
+        if parsed is None:
+            return None
+        decoded, params, tool = parsed
+        headers = request.headers
+        requested = headers.get("mcp-protocol-version")
+        if requested is not None and requested not in HANDSHAKE_PROTOCOL_VERSIONS:
+            if headers.get("mcp-method") != "tools/call":
+                return None
+            verdict = classify_inbound_request(decoded, headers=dict(headers))
+            if isinstance(verdict, InboundLadderRejection) or verdict.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+                return None
+            validated = self._validate(tool, verdict.protocol_version, params, headers)
+            if validated is None:
+                return None
+            return _Call(decoded["id"], tool, verdict.protocol_version, validated)
+        # Legacy era: the session is read (one query), as the full path reads it.
+        session_id = headers.get("mcp-session-id")
+        meta = params.get("_meta")
+        if lookup is None or not session_id or (isinstance(meta, Mapping) and PROTOCOL_VERSION_META_KEY in meta):
+            return None
+        if len(session_id) > 128 or not session_id.isascii():
+            return None
+        session = lookup(session_id)
+        endpoint = self.endpoint
+        now = time.time()
+        if (
+            session is None
+            or session.server_name != endpoint.name
+            or session.principal != request.principal
+            or session.last_seen < now - endpoint.config.session_ttl
+        ):
+            return None
+        validated = self._validate(tool, session.protocol_version, params, headers)
+        if validated is None:
+            return None
+        if session.last_seen < now - 60:
+            return None  # the full path records the activity
+        return _Call(decoded["id"], tool, session.protocol_version, validated, session_id)
+
+    # -- serving -------------------------------------------------------------------------------
+
+    def handle_sync(self, request: HTTPRequest) -> HTTPResponse | None:
+        """Answer from the calling (WSGI worker) thread, or ``None`` for the full path."""
+        call = self._admit(request, self.endpoint.store.get_session)
+        if call is None:
+            return None
+        from mcp_common.endpoint import current_request
+
+        token = current_request.set(request)
+        try:
+            if call.tool.is_async:
+                outcome = self.endpoint.runner.run(self._call_async(call.tool, call.validated))
+            else:
+                outcome = self._call_sync(call.tool, call.validated)
+        finally:
+            current_request.reset(token)
+        return self._respond(call, outcome)
+
+    async def handle_async(self, request: HTTPRequest) -> HTTPResponse | None:
+        """Answer from an ASGI loop (an async tool runs right there; a sync one on a thread).
+        Legacy calls, which need a database read, take the full path here."""
+        call = self._admit(request)
+        if call is None:
+            return None
+        import asyncio
+
+        from mcp_common.endpoint import current_request
+
+        token = current_request.set(request)
+        try:
+            if call.tool.is_async:
+                outcome = await self._call_async(call.tool, call.validated)
+            else:
+                outcome = await asyncio.to_thread(self._call_sync, call.tool, call.validated)
+        finally:
+            current_request.reset(token)
+        return self._respond(call, outcome)
+
+    def _call_sync(self, tool: Any, validated: dict[str, Any]) -> Any:
+        try:
+            with self.endpoint.tool_context():
+                return self._convert(tool, tool.fn(**validated))
+        except BaseException as exc:
+            return self._failure(tool, exc)
+
+    async def _call_async(self, tool: Any, validated: dict[str, Any]) -> Any:
+        try:
+            with self.endpoint.tool_context():
+                return self._convert(tool, await tool.fn(**validated))
+        except BaseException as exc:
+            return self._failure(tool, exc)
+
+    def _convert(self, tool: Any, result: Any) -> CallToolResult | MCPError:
+        if inspect.isawaitable(result):
+            raise TypeError("a synchronous tool returned an awaitable")
+        if isinstance(result, InputRequiredResult):
+            # Its requestState would need the boundary's seal: never serve it from here.
+            self._eligible.pop(tool.name, None)
+            raise RuntimeError("tool returned an InputRequiredResult without declaring it")
+        return tool.fn_metadata.convert_result(result)
+
+    def _failure(self, tool: Any, exc: BaseException) -> CallToolResult | MCPError:
+        if isinstance(exc, MCPError):
+            return exc
+        if not isinstance(exc, Exception):
+            raise exc
+        name = tool.name
+        if isinstance(exc, _UnexpectedToolError | _UnexpectedResourceError):
+            wrapped: Exception = _UnexpectedToolError(f"Error executing tool {name}: {exc}")
+        elif isinstance(exc, _ToolError | _ResourceError):
+            wrapped = _ToolError(f"Error executing tool {name}: {exc}")
+        else:
+            wrapped = _UnexpectedToolError(f"Error executing tool {name}")
+        wrapped.__cause__ = exc
+        if isinstance(wrapped, _UnexpectedToolError):
+            logger.error("Tool %r raised an unexpected exception", name, exc_info=exc)
+        else:
+            logger.info("Tool %r failed: %r", name, str(wrapped))
+        return CallToolResult(content=[TextContent(type="text", text=str(wrapped))], is_error=True)
+
+    def _respond(self, call: _Call, outcome: Any) -> HTTPResponse:
+        from mcp_common.modern import _reply, _reply_status
+
+        headers = {"Mcp-Session-Id": call.session_id} if call.session_id else None
+        if isinstance(outcome, MCPError):
+            reply = _reply(call.request_id, None, outcome)
+            # A legacy session answers errors with HTTP 200, as its stream would carry them.
+            return json_response(reply, 200 if call.session_id else _reply_status(reply), headers=headers)
+        dumped = outcome.model_dump(by_alias=True, mode="json", exclude_none=True)
+        try:
+            dumped = serialize_server_result("tools/call", call.version, dumped)
+        except ValidationError:
+            logger.exception("handler for 'tools/call' returned an invalid result")
+            reply = _reply(call.request_id, None, MCPError(code=-32603, message="Handler returned an invalid result"))
+            return json_response(reply, 200 if call.session_id else _reply_status(reply), headers=headers)
+        if call.version in MODERN_PROTOCOL_VERSIONS:
+            if dumped.get("resultType") is None:
+                dumped["resultType"] = "complete"
+            meta = dumped.get("_meta")
+            if meta is None:
+                dumped["_meta"] = {SERVER_INFO_META_KEY: self._server_info}
+            elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
+                dumped["_meta"] = {**meta, SERVER_INFO_META_KEY: self._server_info}
+        return json_response({"jsonrpc": "2.0", "id": call.request_id, "result": dumped}, headers=headers)
+
+
+@dataclass
+class _Call:
+    request_id: Any
+    tool: Any
+    version: str
+    validated: dict[str, Any]
+    session_id: str | None = None

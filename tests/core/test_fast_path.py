@@ -1,0 +1,221 @@
+"""The fast path answers exactly what the SDK's full path answers, for every kind of call it
+takes, and steps aside for everything else."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import pytest
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel, Field
+
+from mcp_common import HTTPRequest, HTTPResponse, MCPConfig, MCPEndpoint, MemoryStore
+from mcp_common import fast as fast_module
+from tests.core.test_endpoint import SECRET, events, initialize, legacy, modern_call
+
+
+class Point(BaseModel):
+    x: int
+    y: int
+
+
+def build_server() -> MCPServer:
+    server = MCPServer("Fast")
+
+    @server.tool()
+    def add(a: int, b: int = 2) -> int:
+        """Sync, structured int."""
+        return a + b
+
+    @server.tool()
+    async def shout(text: str) -> str:
+        return text.upper()
+
+    @server.tool()
+    def point(x: int) -> Point:
+        return Point(x=x, y=-x)
+
+    @server.tool()
+    def many(n: int) -> list[str]:
+        return [str(i) for i in range(n)]
+
+    @server.tool()
+    def as_dict(key: str) -> dict[str, Any]:
+        return {key: [1, 2]}
+
+    @server.tool()
+    def nothing() -> None:
+        return None
+
+    @server.tool()
+    def refuses(reason: str) -> str:
+        raise ToolError(f"no: {reason}")
+
+    @server.tool()
+    def crashes() -> str:
+        raise ValueError("secret internals")
+
+    @server.tool()
+    async def protocol_error() -> str:
+        raise MCPError(code=-32602, message="bad thing", data={"why": "because"})
+
+    @server.tool()
+    def region(region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})]) -> str:
+        return f"region {region}"
+
+    @server.tool()
+    async def with_context(ctx: Context) -> str:
+        return f"request {ctx.request_id}"
+
+    return server
+
+
+CASES = [
+    ("add", {"a": 1}),
+    ("add", {"a": 1, "b": 5}),
+    ("add", {"a": "seven"}),
+    ("add", {}),
+    ("shout", {"text": "hi"}),
+    ("point", {"x": 3}),
+    ("many", {"n": 3}),
+    ("as_dict", {"key": "k"}),
+    ("nothing", {}),
+    ("refuses", {"reason": "because"}),
+    ("crashes", {}),
+    ("protocol_error", {}),
+    ("region", {"region": "eu"}),
+    ("with_context", {}),
+    ("no_such_tool", {}),
+]
+FAST = {"add", "shout", "point", "many", "as_dict", "nothing", "refuses", "crashes", "protocol_error", "region"}
+
+
+@pytest.fixture(scope="module")
+def point() -> MCPEndpoint:
+    endpoint = MCPEndpoint(build_server(), MCPConfig(secret_keys=(SECRET,)), MemoryStore())
+    # The first request enters the server's lifespan (always on the full path).
+    endpoint.handle(modern_call("add", {"a": 0}))
+    return endpoint
+
+
+def full_path(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPResponse:
+    return endpoint.runner.run(endpoint.handle_async(request))
+
+
+def body(response: HTTPResponse) -> Any:
+    return json.loads(response.body)
+
+
+@pytest.mark.parametrize(("name", "arguments"), CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
+def test_fast_and_full_paths_answer_alike(point: MCPEndpoint, name: str, arguments: dict[str, Any]) -> None:
+    request = modern_call(name, arguments)
+    if name == "region":
+        request.headers["mcp-param-region"] = "eu"
+    fast = point.fast.handle_sync(request)
+    valid_call = name in FAST and not (name == "add" and arguments in ({"a": "seven"}, {}))
+    if valid_call:
+        assert fast is not None, "the fast path should have taken this call"
+    else:
+        assert fast is None, "the fast path must leave this call to the full path"
+        fast = point.handle(request)
+    full = full_path(point, request)
+    assert (fast.status, body(fast)) == (full.status, body(full))
+
+
+def test_mismatched_param_header_goes_to_the_full_path_and_is_refused(point: MCPEndpoint) -> None:
+    request = modern_call("region", {"region": "eu"})
+    request.headers["mcp-param-region"] = "us"
+    assert point.fast.handle_sync(request) is None
+    assert point.handle(request).status == 400
+
+
+def test_crash_text_stays_on_the_server(point: MCPEndpoint) -> None:
+    result = body(point.handle(modern_call("crashes", {})))["result"]
+    assert result["isError"] is True
+    assert result["content"][0]["text"] == "Error executing tool crashes"
+
+
+def test_requests_the_fast_path_leaves_alone(point: MCPEndpoint) -> None:
+    with_state = modern_call("add", {"a": 1}, requestState="x")
+    assert point.fast.handle_sync(with_state) is None
+    legacy = modern_call("add", {"a": 1})
+    legacy.headers["mcp-protocol-version"] = "2025-11-25"
+    assert point.fast.handle_sync(legacy) is None
+    foreign_host = modern_call("add", {"a": 1})
+    foreign_host.headers["host"] = "evil.example"
+    assert point.fast.handle_sync(foreign_host) is None
+    assert point.handle(foreign_host).status == 421
+
+
+def test_active_telemetry_sends_everything_to_the_full_path(
+    point: MCPEndpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fast_module, "_otel_active", lambda: True)
+    assert point.fast.handle_sync(modern_call("add", {"a": 1})) is None
+    assert body(point.handle(modern_call("add", {"a": 1})))["result"]["structuredContent"] == {"result": 3}
+
+
+def test_servers_with_their_own_middleware_are_not_fast() -> None:
+    server = build_server()
+
+    async def audit(ctx: Any, call_next: Any) -> Any:
+        return await call_next(ctx)
+
+    from mcp_common import _sdk
+
+    _sdk.lowlevel_server(server).middleware.append(audit)
+    endpoint = MCPEndpoint(server, MCPConfig(secret_keys=(SECRET,)), MemoryStore())
+    assert endpoint.fast.enabled is False
+    assert body(endpoint.handle(modern_call("add", {"a": 4})))["result"]["structuredContent"] == {"result": 6}
+
+
+def test_a_removed_tool_is_not_served_from_the_cache() -> None:
+    server = build_server()
+    endpoint = MCPEndpoint(server, MCPConfig(secret_keys=(SECRET,)), MemoryStore())
+    endpoint.handle(modern_call("add", {"a": 0}))
+    assert endpoint.fast.handle_sync(modern_call("shout", {"text": "a"})) is not None
+    server.remove_tool("shout")
+    assert endpoint.fast.handle_sync(modern_call("shout", {"text": "a"})) is None
+
+
+@pytest.fixture(scope="module")
+def session(point: MCPEndpoint) -> str:
+    return initialize(point, {"elicitation": {}})
+
+
+@pytest.mark.parametrize(("name", "arguments"), CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
+def test_legacy_fast_and_full_paths_answer_alike(
+    point: MCPEndpoint, session: str, name: str, arguments: dict[str, Any]
+) -> None:
+    message = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+    request = legacy(session, message)
+    if name == "region":
+        request.headers["mcp-param-region"] = "eu"
+    fast = point.fast.handle_sync(request)
+    full = full_path(point, legacy(session, message))
+    assert full.status == 200
+    (final,) = [e["data"] for e in events(point, full) if e["data"] and "id" in e["data"]]
+    valid_call = name in FAST and not (name == "add" and arguments in ({"a": "seven"}, {}))
+    if not valid_call:
+        assert fast is None
+        return
+    assert fast is not None and fast.status == 200
+    assert fast.headers["Mcp-Session-Id"] == session
+    assert body(fast) == final
+
+
+def test_legacy_fast_path_checks_the_session(point: MCPEndpoint, session: str) -> None:
+    message = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1}}}
+    assert point.fast.handle_sync(legacy("no-such-session", message)) is None
+    assert point.handle(legacy("no-such-session", message)).status == 404
+    stolen = legacy(session, message)
+    stolen.principal = "someone-else"
+    assert point.fast.handle_sync(stolen) is None
+    assert point.handle(stolen).status == 404
+    # The 2026 envelope on a legacy session is refused by the full path, not served fast.
+    enveloped = {**message, "params": {**message["params"], "_meta": {"io.modelcontextprotocol/protocolVersion": "x"}}}
+    assert point.fast.handle_sync(legacy(session, enveloped)) is None
