@@ -81,3 +81,100 @@ def get_tool(server: Any, name: str) -> Any | None:
     """The ``MCPServer``'s registered ``Tool`` called ``name``."""
     manager = getattr(server, "_tool_manager", None)
     return manager.get_tool(name) if manager is not None else None
+
+
+_SCHEMA_CACHE_INSTALLED = False
+
+
+def install_elicitation_schema_cache() -> None:
+    """Render each elicitation model's JSON Schema once per process, not once per question.
+
+    The SDK renders the model with pydantic's schema generator every time a question is asked
+    (and, on the 2026-07-28 wire, again on the retry to check the answer belongs to it): about
+    0.4 ms each. The rendering is a pure function of the model class, so it is cached per
+    class (weakly: models made at run time can still be collected) and every caller gets its
+    own copy. A model that fails to render is not cached; the SDK's error is raised each time.
+    """
+    global _SCHEMA_CACHE_INSTALLED
+    if _SCHEMA_CACHE_INSTALLED:
+        return
+    import copy
+    import weakref
+
+    from mcp.server import elicitation
+    from mcp.server.mcpserver import resolve
+
+    original = elicitation.render_elicitation_schema
+    cache: weakref.WeakKeyDictionary[type, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+    def render_elicitation_schema(schema: Any) -> dict[str, Any]:
+        rendered = cache.get(schema)
+        if rendered is None:
+            rendered = original(schema)
+            cache[schema] = rendered
+        return copy.deepcopy(rendered)
+
+    render_elicitation_schema.__doc__ = original.__doc__
+    elicitation.render_elicitation_schema = render_elicitation_schema  # type: ignore[assignment]
+    resolve.render_elicitation_schema = render_elicitation_schema  # type: ignore[attr-defined]
+    _SCHEMA_CACHE_INSTALLED = True
+
+
+async def serve_one(
+    server: Server[Any], dctx: Any, method: str, params: Any, *, connection: Any, lifespan_state: Any
+) -> dict[str, Any]:
+    """The SDK's ``serve_one``, minus a shielded teardown of an empty exit stack.
+
+    ``serve_one`` unwinds the connection's exit stack under a shielded, time-bounded cancel
+    scope after every request (~90 us); a per-request connection whose stack nobody pushed
+    anything onto has nothing to unwind.
+    """
+    from mcp.server.runner import ServerRunner, aclose_shielded
+
+    runner = ServerRunner(server, connection, lifespan_state)
+    try:
+        return await runner.on_request(dctx, method, params)
+    finally:
+        if connection.exit_stack._exit_callbacks:
+            await aclose_shielded(connection)
+
+
+_OTEL_CHECK_SECONDS = 5.0
+_otel_state: list[Any] = [0.0, False]
+
+
+def otel_active() -> bool:
+    """Whether an OpenTelemetry tracer provider is installed; re-read every few seconds."""
+    import time
+
+    now = time.monotonic()
+    if now < _otel_state[0]:
+        return bool(_otel_state[1])
+    from opentelemetry import trace
+
+    provider = trace.get_tracer_provider()
+    active = type(provider).__name__ not in ("ProxyTracerProvider", "NoOpTracerProvider")
+    _otel_state[:] = [now + _OTEL_CHECK_SECONDS, active]
+    return active
+
+
+class LazyTelemetry:
+    """The SDK's OpenTelemetry middleware, skipped while no tracer provider is installed (the
+    span it would open records nothing, at ~50 us a request)."""
+
+    fast_path_safe = True
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        if otel_active():
+            return await self.inner(ctx, call_next)
+        return await call_next(ctx)
+
+
+def install_lazy_telemetry(server: Any) -> None:
+    chain = lowlevel_server(server).middleware
+    for index, middleware in enumerate(chain):
+        if type(middleware).__name__ == "OpenTelemetryMiddleware":
+            chain[index] = LazyTelemetry(middleware)

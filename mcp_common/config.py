@@ -44,14 +44,18 @@ class MCPConfig:
     """How long an idle SSE stream (GET, or a resumed call stream) is held open before the
     server closes it; the client reconnects with ``Last-Event-ID`` and loses nothing."""
 
-    wait_retry_ms: int = 3000
-    """Under WSGI (a thread per open response), a call that starts waiting for the client's
-    answer ends its SSE response right after the question, with this ``retry:`` hint; the
-    client resumes with ``Last-Event-ID`` and gets the rest from the event log. No worker
-    thread is parked for a question a human may take minutes to answer. (Protocol
-    2025-11-25 and later, whose clients resume closed streams; ASGI keeps streams open.)"""
+    wait_detach_seconds: float = 0.25
+    """Under WSGI (a thread per open response), a call that has waited this long for the
+    client's answer ends its SSE response with a ``wait_retry_ms`` hint; the client resumes
+    with ``Last-Event-ID`` and gets the rest from the event log. A quick answer arrives on the
+    open stream; a human who takes minutes parks no worker thread. (Protocol 2025-11-25 and
+    later, whose clients resume closed streams; ASGI keeps streams open: no thread per
+    stream there.)"""
 
-    blocking_hold_seconds: float = 1.0
+    wait_retry_ms: int = 1000
+    """The ``retry:`` hint of a stream ended while its call waits (see ``wait_detach_seconds``)."""
+
+    blocking_hold_seconds: float = 0.5
     """Under WSGI, how long a resumed call stream waits for new events before ending with the
     ``wait_retry_ms`` hint."""
 

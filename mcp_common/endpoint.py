@@ -35,6 +35,7 @@ from mcp_common.legacy import LegacyProtocol
 from mcp_common.loop import LoopRunner
 from mcp_common.modern import handle_modern
 from mcp_common.security import check_request
+from mcp_common.state import finish_blocking, prepare_blocking
 from mcp_common.store import SessionStore
 
 logger = logging.getLogger("mcp_common")
@@ -70,6 +71,7 @@ class MCPEndpoint:
         runner: LoopRunner | None = None,
         db_threads: int = 8,
     ) -> None:
+        _sdk.install_elicitation_schema_cache()
         self.server = server
         self.lowlevel = _sdk.lowlevel_server(server)
         self.name = self.lowlevel.name
@@ -85,6 +87,7 @@ class MCPEndpoint:
         self.persist_state = bool(config.secret_keys)
         """2026-07-28 request states go to the database behind single-use handles (needs keys)."""
         self.handle_keys = [derive_key(secret, "request-state-handle") for secret in config.secret_keys]
+        _sdk.install_lazy_telemetry(server)
         self.legacy = LegacyProtocol(self)
         self.fast = FastPath(self)
         self._fixed_runner = runner
@@ -188,6 +191,15 @@ class MCPEndpoint:
         fast = self.fast.handle_sync(request)
         if fast is not None:
             return fast
+        version = request.header("mcp-protocol-version")
+        if self.persist_state and version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            # 2026-07-28 request state: the database work happens here, in the request's own
+            # thread, rather than as two more hops between threads.
+            prepared = prepare_blocking(self, request)
+            if isinstance(prepared, HTTPResponse):
+                return prepared
+            response = self.runner.run(self.handle_async(prepared))
+            return finish_blocking(self, prepared, response) if prepared.defer_persist else response
         return self.runner.run(self.handle_async(request))
 
     async def handle_from_other_loop(self, request: HTTPRequest) -> HTTPResponse:

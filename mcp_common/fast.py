@@ -60,24 +60,8 @@ SERVER_INFO_META_KEY = "io.modelcontextprotocol/serverInfo"
 _ToolError, _UnexpectedToolError, _ResourceError, _UnexpectedResourceError = _sdk.tool_error_types()
 
 
-_OTEL_CHECK_SECONDS = 5.0
-_otel_state: list[float | bool] = [0.0, False]
-
-
 def _otel_active() -> bool:
-    """Whether an OpenTelemetry tracer provider is installed (then every call takes the full
-    path, whose middleware records the span). Re-read every few seconds, not per request."""
-    now = time.monotonic()
-    if now < _otel_state[0]:
-        return bool(_otel_state[1])
-    from opentelemetry import trace
-
-    provider = trace.get_tracer_provider()
-    _otel_state[:] = [
-        now + _OTEL_CHECK_SECONDS,
-        type(provider).__name__ not in ("ProxyTracerProvider", "NoOpTracerProvider"),
-    ]
-    return bool(_otel_state[1])
+    return _sdk.otel_active()
 
 
 class FastPath:
@@ -87,22 +71,26 @@ class FastPath:
         self.endpoint = endpoint
         server = endpoint.server
         lowlevel = endpoint.lowlevel
-        # Middleware the fast path accounts for: the request-state boundary (inert without a
-        # requestState), the telemetry span (skipped only while no tracer provider is
-        # installed), and adapters' middleware that declares ``fast_path_safe`` (what it does
-        # around a handler, the endpoint's ``tool_context()`` does around the tool).
-        known = all(
-            isinstance(m, RequestStateBoundary)
-            or type(m).__name__ == "OpenTelemetryMiddleware"
-            or getattr(m, "fast_path_safe", False)
-            for m in lowlevel.middleware
-        )
-        self.enabled = known and _sdk.default_call_tool_handler(server) and not lowlevel.cache_hints.get("tools/call")
+        self._base_enabled = _sdk.default_call_tool_handler(server) and not lowlevel.cache_hints.get("tools/call")
         self._eligible: dict[str, Any] = {}
         self._header_params: dict[str, bool] = {}
         # The serverInfo stamp, dumped once: each response is serialized at once, so sharing
         # it between responses aliases nothing a caller could mutate.
         self._server_info = lowlevel.server_info.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    @property
+    def enabled(self) -> bool:
+        """Checked per request (middleware may be added after the endpoint was built).
+
+        Middleware the fast path accounts for: the request-state boundary (inert without a
+        requestState) and middleware declaring ``fast_path_safe``: the telemetry span (the fast
+        path steps aside whenever a tracer provider is installed) and adapters' middleware
+        (what it does around a handler, ``endpoint.tool_context()`` does around the tool).
+        """
+        return self._base_enabled and all(
+            isinstance(m, RequestStateBoundary) or getattr(m, "fast_path_safe", False)
+            for m in self.endpoint.lowlevel.middleware
+        )
 
     # -- eligibility ---------------------------------------------------------------------------
 

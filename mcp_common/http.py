@@ -23,6 +23,10 @@ class HTTPRequest:
     blocking: bool = False
     """Served by a thread that stays busy while its response streams (WSGI). Such requests do
     not keep a stream open while a tool waits for a human: see ``MCPConfig.wait_retry_ms``."""
+    state_ready: bool = False
+    """Its 2026-07-28 request-state handle was already redeemed (in the request's thread)."""
+    defer_persist: bool = False
+    """A JSON ``input_required`` answer is persisted by the caller, in the request's thread."""
 
     def header(self, name: str, default: str | None = None) -> str | None:
         return self.headers.get(name.lower(), default)

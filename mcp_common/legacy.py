@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp.server.connection import Connection
-from mcp.server.runner import serve_one
 from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data, progress_token_from_params
@@ -56,6 +55,7 @@ from mcp_types import (
 from mcp_types.version import LATEST_HANDSHAKE_VERSION, is_version_at_least
 from pydantic import ValidationError
 
+from mcp_common import _sdk
 from mcp_common.elicitation import (
     COMPLETE_METHOD,
     complete_in_store,
@@ -166,7 +166,7 @@ class CallStream:
             if final:
                 self._queue.put_nowait(None)
 
-    async def detach(self, retry_ms: int) -> None:
+    def detach_now(self, retry_ms: int) -> None:
         """End the HTTP response with a ``retry:`` hint: the call goes on; the client resumes it
         from the event log after ``retry_ms``."""
         self.persisted = True
@@ -420,7 +420,7 @@ class LegacyProtocol:
             message_metadata=ServerMessageMetadata(request_context=request.native),
         )
         try:
-            result = await serve_one(
+            result = await _sdk.serve_one(
                 self.endpoint.lowlevel,
                 dctx,
                 "initialize",
@@ -485,7 +485,7 @@ class LegacyProtocol:
             progress_token=progress_token_from_params(message.params),
             tool=_tool_name(message),
         )
-        run = serve_one(
+        run = _sdk.serve_one(
             self.endpoint.lowlevel,
             dctx,
             message.method,
@@ -614,11 +614,14 @@ class LegacyProtocol:
             )
         await endpoint.db(store.create_pending, session_id, request_id, method, dumps(params or {}), record)
         future = self.waiters.expect(session_id, request_id)
+        detach_later: asyncio.TimerHandle | None = None
         try:
             if stream is not None:
                 await stream.send(message)
                 if stream.detach_on_wait:
-                    await stream.detach(endpoint.config.wait_retry_ms)
+                    detach_later = asyncio.get_running_loop().call_later(
+                        endpoint.config.wait_detach_seconds, stream.detach_now, endpoint.config.wait_retry_ms
+                    )
             else:
                 await self.post_to_get_stream(session_id, message)
             try:
@@ -657,6 +660,8 @@ class LegacyProtocol:
                     return {"action": "cancel"}
                 raise MCPError(code=REQUEST_TIMEOUT, message=f"No answer from the client to {method}") from None
         finally:
+            if detach_later is not None:
+                detach_later.cancel()
             self.waiters.forget(session_id, request_id)
             with contextlib.suppress(Exception):
                 await endpoint.db(store.delete_pending, session_id, request_id)

@@ -13,6 +13,7 @@ import atexit
 import concurrent.futures
 import os
 import threading
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterator
 from typing import Any, TypeVar
 
@@ -31,6 +32,7 @@ class LoopRunner:
     _shared_lock = threading.Lock()
 
     def __init__(self) -> None:
+        self._streams: weakref.WeakSet[_SyncStream] = weakref.WeakSet()
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._stop: asyncio.Event | None = None
@@ -46,6 +48,12 @@ class LoopRunner:
                 cls._shared = cls()
                 cls._shared_pid = os.getpid()
                 atexit.register(cls._shared.stop)
+                # Before the interpreter joins non-daemon threads (a WSGI server's worker
+                # threads), end the SSE responses they are streaming: a graceful shutdown must
+                # not wait for a stream that waits for a human. Clients resume elsewhere.
+                register = getattr(threading, "_register_atexit", None)
+                if register is not None:
+                    register(cls._shared.drain)
             return cls._shared
 
     @property
@@ -72,6 +80,11 @@ class LoopRunner:
         finally:
             self._loop.close()
 
+    def drain(self) -> None:
+        """End every WSGI stream being served now (process shutdown)."""
+        for stream in list(self._streams):
+            stream.interrupt()
+
     def stop(self, timeout: float = 5.0) -> None:
         if self._stop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._stop.set)
@@ -97,7 +110,9 @@ class LoopRunner:
 
     def iterate(self, stream: AsyncIterator[bytes]) -> Iterator[bytes]:
         """A blocking iterator over an async stream that lives on the runner's loop (for WSGI)."""
-        return _SyncStream(self, stream)
+        iterator = _SyncStream(self, stream)
+        self._streams.add(iterator)
+        return iterator
 
     async def aiterate(self, stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         """An async iterator, for another loop, over a stream that lives on the runner's loop."""
@@ -130,6 +145,7 @@ class _SyncStream:
         self._runner = runner
         self._stream = stream
         self._closed = False
+        self._next: concurrent.futures.Future[bytes] | None = None
 
     def __iter__(self) -> _SyncStream:
         return self
@@ -137,11 +153,20 @@ class _SyncStream:
     def __next__(self) -> bytes:
         if self._closed:
             raise StopIteration
+        self._next = self._runner.submit(_anext(self._stream))
         try:
-            return self._runner.run(_anext(self._stream))
-        except StopAsyncIteration:
+            return self._next.result()
+        except (StopAsyncIteration, concurrent.futures.CancelledError):
             self._closed = True
             raise StopIteration from None
+        finally:
+            self._next = None
+
+    def interrupt(self) -> None:
+        """End the stream now (from any thread): the waiting ``__next__`` stops iteration."""
+        future = self._next
+        if future is not None:
+            future.cancel()
 
     def close(self) -> None:
         if not self._closed:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp.server.connection import Connection
-from mcp.server.runner import modern_error_data, serve_one
+from mcp.server.runner import modern_error_data
 from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.inbound import (
@@ -34,6 +34,7 @@ from mcp_types import INVALID_REQUEST, PARSE_ERROR, JSONRPCNotification, JSONRPC
 from mcp_types.methods import INPUT_REQUIRED_METHODS
 from pydantic import ValidationError
 
+from mcp_common import _sdk
 from mcp_common.http import HTTPRequest, HTTPResponse
 from mcp_common.jsonrpc import (
     SSE_HEADERS,
@@ -68,6 +69,8 @@ class ExchangeContext:
     sink: asyncio.Queue[bytes | None] | None = None
     cancel_requested: anyio.Event = field(default_factory=anyio.Event)
     can_send_request: bool = field(default=False, init=False)
+    notified: bool = field(default=False, init=False)
+    """A notification went out: the answer is an SSE stream, not JSON."""
 
     async def send_raw_request(
         self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
@@ -77,6 +80,7 @@ class ExchangeContext:
     async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
         if self.sink is None:
             return
+        self.notified = True
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             message["params"] = dict(params)
@@ -146,7 +150,7 @@ async def handle_modern(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPResp
         message_metadata=ServerMessageMetadata(request_context=request.native),
         progress_token=progress_token_from_params(req.params),
     )
-    run = _run(endpoint, dctx, connection, req, request.principal)
+    run = _run(endpoint, dctx, connection, req, request)
     if config.json_response and req.method != "subscriptions/listen":
         try:
             reply = _reply(req.id, await run, None)
@@ -184,15 +188,17 @@ async def _run(
     dctx: ExchangeContext,
     connection: Connection,
     req: JSONRPCRequest,
-    principal: str | None,
+    request: HTTPRequest,
 ) -> Any:
     """``serve_one``, with the request state redeemed before and persisted after (when the
-    endpoint persists states: it has the application's secret keys)."""
+    endpoint persists states: it has the application's secret keys). A blocking (WSGI)
+    request had its handle redeemed in its own thread, and has a JSON answer persisted there
+    too (:func:`mcp_common.state.prepare_blocking`); only an SSE answer is persisted here."""
     params = req.params
     persisting = endpoint.persist_state and req.method in INPUT_REQUIRED_METHODS
-    if persisting and params is not None and params.get("requestState") is not None:
-        params = await redeem(endpoint, req.method, params, principal)
-    result = await serve_one(
+    if persisting and not request.state_ready and params is not None and params.get("requestState") is not None:
+        params = await redeem(endpoint, req.method, params, request.principal)
+    result = await _sdk.serve_one(
         endpoint.lowlevel,
         dctx,
         req.method,
@@ -200,8 +206,8 @@ async def _run(
         connection=connection,
         lifespan_state=endpoint.lifespan_state,
     )
-    if persisting:
-        result = await persist(endpoint, req.method, req.params, principal, result)
+    if persisting and (not request.defer_persist or dctx.notified):
+        result = await persist(endpoint, req.method, req.params, request.principal, result)
     return result
 
 

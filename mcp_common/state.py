@@ -14,21 +14,25 @@ SDK's own refusal (``-32602`` ``{"reason": "invalid_request_state"}``) and nothi
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
 import hmac
+import json
 import logging
 import time
 import uuid
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
-from mcp_types.methods import is_input_required
+from mcp_types.methods import INPUT_REQUIRED_METHODS, is_input_required
 
 from mcp_common import _sdk
 from mcp_common.elicitation import COMPLETE_METHOD, complete_in_store, new_record, outcome_of, to_url_params
+from mcp_common.http import HTTPRequest, HTTPResponse
+from mcp_common.jsonrpc import dumps, json_response
+from mcp_common.security import check_request
 from mcp_common.store import RequestStateRecord
 
 if TYPE_CHECKING:
@@ -69,11 +73,13 @@ def parse_handle(endpoint: MCPEndpoint, handle: str) -> str | None:
     return None
 
 
-async def redeem(
-    endpoint: MCPEndpoint, method: str, params: Mapping[str, Any], principal: str | None
-) -> dict[str, Any]:
+def redeem_sync(endpoint: MCPEndpoint, method: str, params: Mapping[str, Any], principal: str | None) -> dict[str, Any]:
     """Params with the handle swapped for its sealed state, answers recorded; raises the SDK's
-    ``invalid_request_state`` error for anything but a live handle bound to this request."""
+    ``invalid_request_state`` error for anything but a live handle bound to this request.
+
+    Blocking (database calls): run it in the request's thread or on the endpoint's database
+    threads (:func:`redeem`).
+    """
     handle = params.get("requestState")
     if not isinstance(handle, str):
         raise invalid_state("non-string requestState")
@@ -88,16 +94,8 @@ async def redeem(
             if isinstance(response, Mapping) and "action" in response:
                 answers[str(key)] = outcome_of(response)
     store = endpoint.store
-    state = await endpoint.db(
-        store.consume_request_state,
-        state_id,
-        endpoint.name,
-        method,
-        target,
-        args_digest,
-        principal,
-        time.time(),
-        answers,
+    state = store.consume_request_state(
+        state_id, endpoint.name, method, target, args_digest, principal, time.time(), answers
     )
     if state is None:
         raise invalid_state("replayed, expired, or bound to another request or principal")
@@ -106,7 +104,7 @@ async def redeem(
         isinstance(r, Mapping) and r.get("action") == "accept" and r.get("content") is None for r in responses.values()
     ):
         # A URL-mode accept carries no content; the stand-in form the SDK asked wants {}.
-        url_keys = {r.request_key for r in await endpoint.db(store.elicitations_for_state, state_id) if r.mode == "url"}
+        url_keys = {r.request_key for r in store.elicitations_for_state(state_id) if r.mode == "url"}
         new_params["inputResponses"] = {
             key: ({**r, "content": {}} if key in url_keys and isinstance(r, Mapping) else r)
             for key, r in responses.items()
@@ -114,10 +112,18 @@ async def redeem(
     return new_params
 
 
-async def persist(
+async def redeem(
+    endpoint: MCPEndpoint, method: str, params: Mapping[str, Any], principal: str | None
+) -> dict[str, Any]:
+    """:func:`redeem_sync` on the endpoint's database threads."""
+    return await endpoint.db(redeem_sync, endpoint, method, params, principal)
+
+
+def persist_sync(
     endpoint: MCPEndpoint, method: str, params: Mapping[str, Any] | None, principal: str | None, result: Any
 ) -> Any:
-    """Swap an ``input_required`` result's sealed state for a handle; record its elicitations."""
+    """Swap an ``input_required`` result's sealed state for a handle; record its elicitations.
+    Blocking, like :func:`redeem_sync`."""
     if not is_input_required(result) or not isinstance(result, Mapping):
         return result
     sealed = result.get("requestState")
@@ -162,19 +168,70 @@ async def persist(
             created=now,
             expires=expires,
         )
-        await endpoint.db(endpoint.store.save_request_state, record, rows)
+        endpoint.store.save_request_state(record, rows)
         out["requestState"] = make_handle(endpoint, state_id)
     elif rows:
-        await endpoint.db(
-            functools.partial(
-                endpoint.store.save_request_state,
-                RequestStateRecord(
-                    state_id, endpoint.name, method, target, args_digest, principal, "", now, expires, now
-                ),
-                rows,
-            )
+        # Questions with no state to come back to (a hand-built result): recorded all the same.
+        done = RequestStateRecord(
+            state_id, endpoint.name, method, target, args_digest, principal, "", now, expires, now
         )
+        endpoint.store.save_request_state(done, rows)
     return out
+
+
+async def persist(
+    endpoint: MCPEndpoint, method: str, params: Mapping[str, Any] | None, principal: str | None, result: Any
+) -> Any:
+    """:func:`persist_sync` on the endpoint's database threads (only when there is something to
+    persist: a call that asks nothing writes nothing and hops nowhere)."""
+    if not is_input_required(result):
+        return result
+    return await endpoint.db(persist_sync, endpoint, method, params, principal, result)
+
+
+# -- WSGI: the database work in the request's own thread --------------------------------------
+
+
+def prepare_blocking(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPRequest | HTTPResponse:
+    """Before a blocking (WSGI) 2026-07-28 request hops onto the event loop: redeem its handle
+    here, in the request's thread, and mark the request so the loop side neither redeems it
+    again nor persists a JSON answer (:func:`finish_blocking` does, here too)."""
+    try:
+        decoded = json.loads(request.body)
+    except (ValueError, RecursionError):
+        return request
+    if not isinstance(decoded, dict) or decoded.get("method") not in INPUT_REQUIRED_METHODS or "id" not in decoded:
+        return request
+    params = decoded.get("params")
+    if not isinstance(params, dict):
+        return request
+    prepared = replace(request, state_ready=True, defer_persist=True)
+    if params.get("requestState") is None:
+        return prepared
+    if check_request(endpoint.config, request.headers, len(request.body)) is not None:
+        return request  # the loop side refuses it
+    try:
+        new_params = redeem_sync(endpoint, decoded["method"], params, request.principal)
+    except MCPError as exc:
+        from mcp_common.modern import _reply, _reply_status
+
+        reply = _reply(decoded["id"], None, exc)
+        return json_response(reply, _reply_status(reply))
+    return replace(prepared, body=dumps({**decoded, "params": new_params}).encode())
+
+
+def finish_blocking(endpoint: MCPEndpoint, request: HTTPRequest, response: HTTPResponse) -> HTTPResponse:
+    """After the loop answered a request :func:`prepare_blocking` marked: persist an
+    ``input_required`` JSON answer here (an SSE one was persisted on the loop)."""
+    if response.stream is not None or b'"input_required"' not in response.body:
+        return response
+    reply = json.loads(response.body)
+    result = reply.get("result")
+    if not is_input_required(result):
+        return response
+    decoded = json.loads(request.body)
+    reply["result"] = persist_sync(endpoint, decoded["method"], decoded.get("params"), request.principal, result)
+    return json_response(reply, response.status, headers=response.headers)
 
 
 class CompletionOutbound:

@@ -50,11 +50,18 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         "POLL_INTERVAL",
         "REQUEST_STATE_TTL",
         "HEARTBEAT_INTERVAL",
+        "WAIT_RETRY_MS",
+        "BLOCKING_HOLD_SECONDS",
     )
     for key in numbers:
         value = user.get(key, DEFAULTS[key])
         if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
             messages.append(Error(f'MCP["{key}"] must be a positive number, got {value!r}.', id="mcp_django.E003"))
+    value = user.get("WAIT_DETACH_SECONDS", DEFAULTS["WAIT_DETACH_SECONDS"])
+    if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+        messages.append(
+            Error(f'MCP["WAIT_DETACH_SECONDS"] must be a number >= 0, got {value!r}.', id="mcp_django.E003")
+        )
     middleware = list(getattr(settings, "MIDDLEWARE", None) or [])
     ours = "mcp_django.middleware.MCPMiddleware"
     hosts_checked = [m for m in ("django.middleware.common.CommonMiddleware",) if m in middleware]

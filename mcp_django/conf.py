@@ -11,6 +11,9 @@
         "POLL_INTERVAL": 0.1,
         "REQUEST_STATE_TTL": 600,            # seconds a 2026-07-28 requestState (and its questions) lives
         "HEARTBEAT_INTERVAL": 10,            # seconds between a worker's heartbeats
+        "WAIT_DETACH_SECONDS": 0.25,         # WSGI: free the thread of a call waiting this long
+        "WAIT_RETRY_MS": 1000,               # ... and tell the client to resume after this
+        "BLOCKING_HOLD_SECONDS": 0.5,        # WSGI: how long a resumed call stream is held
         "JSON_RESPONSE": False,
         "ASYNC_VIEW": None,                  # None: async when settings.ASGI_APPLICATION is set
     }
@@ -41,6 +44,9 @@ DEFAULTS: dict[str, Any] = {
     "POLL_INTERVAL": 0.1,
     "REQUEST_STATE_TTL": 600.0,
     "HEARTBEAT_INTERVAL": 10.0,
+    "WAIT_DETACH_SECONDS": 0.25,
+    "WAIT_RETRY_MS": 1000,
+    "BLOCKING_HOLD_SECONDS": 0.5,
     "JSON_RESPONSE": False,
     "ASYNC_VIEW": None,
 }
@@ -81,6 +87,9 @@ class MCPSettings:
             poll_interval=float(self.POLL_INTERVAL),
             request_state_ttl=float(self.REQUEST_STATE_TTL),
             heartbeat_interval=float(self.HEARTBEAT_INTERVAL),
+            wait_detach_seconds=float(self.WAIT_DETACH_SECONDS),
+            wait_retry_ms=int(self.WAIT_RETRY_MS),
+            blocking_hold_seconds=float(self.BLOCKING_HOLD_SECONDS),
             json_response=bool(self.JSON_RESPONSE),
         )
 

@@ -114,8 +114,6 @@ class AsyncMCPView(_Base):
     view_is_async = True
 
     async def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:  # type: ignore[override]
-        from asgiref.sync import sync_to_async
-
         translated = self._translate_in(request)
         if isinstance(translated, HTTPResponse):
             return _plain(translated)
@@ -123,7 +121,9 @@ class AsyncMCPView(_Base):
             user = await request.auser()
             if user is not None and user.is_authenticated:
                 translated.principal = f"django-user:{user.pk}"
-        endpoint = await sync_to_async(get_endpoint)(self.server)
+        # Resolving the endpoint touches no database (a dict lookup after the first request),
+        # so it runs right here rather than as a hop to a thread.
+        endpoint = get_endpoint(self.server)
         response = await endpoint.handle_from_other_loop(translated)
         if response.stream is None:
             return _plain(response)

@@ -19,6 +19,11 @@
                             round asked) stays valid. Default 600.
 ``MCP_HEARTBEAT_INTERVAL``  Seconds between a worker's heartbeats (a legacy call whose worker
                             stopped beating ends with an error on resume). Default 10.
+``MCP_WAIT_DETACH_SECONDS`` Under WSGI, a call waiting this long for the client's answer ends
+                            its SSE response (the client resumes from the event log), so no
+                            worker thread waits on a human. Default 0.25.
+``MCP_WAIT_RETRY_MS``       The ``retry:`` hint sent then, in ms. Default 1000.
+``MCP_BLOCKING_HOLD_SECONDS`` How long a resumed call stream is held under WSGI. Default 0.5.
 ``MCP_JSON_RESPONSE``       Answer with JSON only, never SSE. Default ``False``.
 ``MCP_DATABASE_URI``        Where sessions, events and pending requests live. Default: the
                             app's ``SQLALCHEMY_DATABASE_URI`` when Flask-SQLAlchemy is set up,
@@ -58,6 +63,9 @@ DEFAULTS: dict[str, Any] = {
     "MCP_POLL_INTERVAL": 0.1,
     "MCP_REQUEST_STATE_TTL": 600.0,
     "MCP_HEARTBEAT_INTERVAL": 10.0,
+    "MCP_WAIT_DETACH_SECONDS": 0.25,
+    "MCP_WAIT_RETRY_MS": 1000,
+    "MCP_BLOCKING_HOLD_SECONDS": 0.5,
     "MCP_JSON_RESPONSE": False,
     "MCP_DATABASE_URI": None,
     "MCP_ENGINE_OPTIONS": {},
@@ -95,10 +103,10 @@ def default_database_uri(app: Flask, uses_flask_sqlalchemy: bool) -> str:
     return f"sqlite:///{os.path.join(app.instance_path, 'mcp.sqlite3')}"
 
 
-def _number(config: Mapping[str, Any], key: str, unit: str) -> float:
+def _number(config: Mapping[str, Any], key: str, unit: str, *, zero: bool = False) -> float:
     value = config[key]
-    if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
-        raise ValueError(f"{key} must be a positive number of {unit}, got {value!r}.")
+    if not isinstance(value, int | float) or isinstance(value, bool) or not (value >= 0 if zero else value > 0):
+        raise ValueError(f"{key} must be a {'non-negative' if zero else 'positive'} number of {unit}, got {value!r}.")
     return float(value)
 
 
@@ -161,5 +169,8 @@ def build_config(app: Flask) -> MCPConfig:
         poll_interval=_number(config, "MCP_POLL_INTERVAL", "seconds"),
         request_state_ttl=_number(config, "MCP_REQUEST_STATE_TTL", "seconds"),
         heartbeat_interval=_number(config, "MCP_HEARTBEAT_INTERVAL", "seconds"),
+        wait_detach_seconds=_number(config, "MCP_WAIT_DETACH_SECONDS", "seconds", zero=True),
+        wait_retry_ms=_integer(config, "MCP_WAIT_RETRY_MS", "milliseconds", 0),
+        blocking_hold_seconds=_number(config, "MCP_BLOCKING_HOLD_SECONDS", "seconds"),
         json_response=json_response,
     )

@@ -8,7 +8,9 @@ database: a fresh SQLite file, or a fresh database on the PostgreSQL server of t
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -114,6 +116,7 @@ class ServerPool:
         self.tmp = tmp
         self.databases = databases
         self.servers: dict[tuple[str, str, int, str], LiveServer] = {}
+        self.started: list[LiveServer] = []
 
     def get(self, framework: str, server: str = "gunicorn", workers: int = 2, database: str = "sqlite") -> LiveServer:
         key = (framework, server, workers, database)
@@ -153,8 +156,12 @@ class ServerPool:
             database.url,
         ]
         with log_path.open("wb") as log:
-            process = subprocess.Popen(command, cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT)
+            # Its own process group: stopping it stops its workers too, even if the master dies first.
+            process = subprocess.Popen(
+                command, cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         live = LiveServer(f"http://127.0.0.1:{port}", framework, server, workers, database, process, log_path)
+        self.started.append(live)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if process.poll() is not None:
@@ -171,18 +178,28 @@ class ServerPool:
         raise RuntimeError(f"{framework}/{server} did not start in 60 s:\n{live.log()}")
 
     def stop_all(self) -> None:
-        for live in self.servers.values():
+        for live in self.started:
             stop(live)
 
 
 def stop(live: LiveServer) -> None:
-    if live.process.poll() is None:
-        live.process.terminate()
+    """Stop the server and every process of its group (workers included), however it fares."""
+    process = live.process
+    try:
+        group = os.getpgid(process.pid)
+    except ProcessLookupError:
+        group = None
+    if process.poll() is None:
+        process.terminate()
         try:
-            live.process.wait(10)
+            process.wait(10)
         except subprocess.TimeoutExpired:
-            live.process.kill()
-            live.process.wait(5)
+            process.kill()
+            process.wait(5)
+    if group is not None:
+        # Workers left behind (a master killed before its workers exited) go with their group.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGKILL)
 
 
 @pytest.fixture(scope="session")

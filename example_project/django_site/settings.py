@@ -60,7 +60,13 @@ if _db["engine"] == "sqlite":
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": _db["name"],
             # Several worker processes write to one file: wait for the lock instead of failing.
-            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
+            "OPTIONS": {
+                "timeout": 20,
+                "transaction_mode": "IMMEDIATE",
+                # WAL: readers never wait for the writer; a commit appends instead of syncing a
+                # rollback journal (Django's recommended SQLite setup for concurrent use).
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
         }
     }
 else:

@@ -232,6 +232,46 @@ def test_elicitation_answered_through_another_worker() -> None:
     assert answering.handle(legacy(session, late)).status == 202
 
 
+def test_under_wsgi_a_call_waiting_for_a_human_releases_its_thread() -> None:
+    store = MemoryStore()
+    point = endpoint(store, wait_detach_seconds=0.05, wait_retry_ms=40)
+    session = initialize(point, {"elicitation": {}})
+    call = {"jsonrpc": "2.0", "id": 12, "method": "tools/call", "params": {"name": "interview", "arguments": {}}}
+    first = events(point, point.handle(legacy(session, call)))
+    # The response ended (the WSGI thread is free) with the question, and a retry hint.
+    question = next(e["data"] for e in first if e["data"])
+    assert question["method"] == "elicitation/create"
+    assert not any(e["data"] and "result" in e["data"] for e in first)
+    assert first[-1]["id"] and first[-1]["data"] is None
+    reply = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept", "content": {"name": "Lin"}}}
+    assert point.handle(legacy(session, reply)).status == 202
+    resumed = point.handle(
+        request("GET", mcp_session_id=session, mcp_protocol_version=LEGACY, last_event_id=first[-1]["id"])
+    )
+    final = [e["data"] for e in events(point, resumed) if e["data"]][-1]
+    assert final["id"] == 12 and final["result"]["content"][0]["text"] == "Interviewed Lin"
+
+
+def test_a_quick_answer_arrives_on_the_open_stream() -> None:
+    store = MemoryStore()
+    point = endpoint(store, wait_detach_seconds=5)  # far longer than this client takes to answer
+    session = initialize(point, {"elicitation": {}})
+    call = {"jsonrpc": "2.0", "id": 13, "method": "tools/call", "params": {"name": "interview", "arguments": {}}}
+    response = point.handle(legacy(session, call))
+    messages = []
+    for chunk in point.iter_body(response):
+        data = [line[6:] for line in chunk.decode().split("\n") if line.startswith("data: ")]
+        if not data or not data[0]:
+            continue
+        message = json.loads(data[0])
+        messages.append(message)
+        if message.get("method") == "elicitation/create":
+            answer = {"action": "accept", "content": {"name": "Q"}}
+            reply = {"jsonrpc": "2.0", "id": message["id"], "result": answer}
+            assert point.handle(legacy(session, reply)).status == 202
+    assert messages[-1]["result"]["content"][0]["text"] == "Interviewed Q"
+
+
 def test_under_asgi_the_call_stream_stays_open_while_it_waits() -> None:
     import asyncio
 

@@ -35,3 +35,94 @@ def test_request_state_boundary_is_replaced_in_place() -> None:
     assert [type(m) for m in after] == before
     boundary = next(m for m in after if isinstance(m, RequestStateBoundary))
     assert boundary._security is security
+
+
+def test_tool_registry_and_default_handler() -> None:
+    server = MCPServer("contract")
+
+    @server.tool()
+    def ping(text: str) -> str:
+        return text
+
+    (tool,) = _sdk.registered_tools(server)
+    assert tool.name == "ping" and tool.fn is ping and tool.context_kwarg is None
+    assert _sdk.get_tool(server, "ping") is tool and _sdk.get_tool(server, "nope") is None
+    assert _sdk.default_call_tool_handler(server)
+    assert not _sdk.default_call_tool_handler(Server("lowlevel"))
+    tool_error, unexpected, resource_error, unexpected_resource = _sdk.tool_error_types()
+    assert issubclass(unexpected, tool_error) and issubclass(unexpected_resource, resource_error)
+
+
+def test_request_identity_matches_the_boundary() -> None:
+    target, digest = _sdk.request_identity("tools/call", {"name": "t", "arguments": {"b": 1, "a": 2}})
+    same = _sdk.request_identity("tools/call", {"name": "t", "arguments": {"a": 2, "b": 1}})
+    assert target == "t" and (target, digest) == same
+    assert _sdk.request_identity("tools/call", {"name": "t", "arguments": {"a": 3}})[1] != digest
+    assert _sdk.request_identity("resources/read", {"uri": "file:///x"})[0] == "file:///x"
+
+
+def test_elicitation_schema_cache_renders_once_and_hands_out_copies() -> None:
+    from mcp.server import elicitation
+    from mcp.server.mcpserver import resolve
+    from pydantic import BaseModel
+
+    _sdk.install_elicitation_schema_cache()
+    assert resolve.render_elicitation_schema is elicitation.render_elicitation_schema
+
+    class Choice(BaseModel):
+        ok: bool
+
+    first = elicitation.render_elicitation_schema(Choice)
+    first["properties"]["ok"]["title"] = "mutated by a caller"
+    second = elicitation.render_elicitation_schema(Choice)
+    assert second["properties"]["ok"] == {"title": "Ok", "type": "boolean"}
+
+    class Nested(BaseModel):
+        inner: Choice
+
+    import pytest
+
+    for _ in range(2):
+        with pytest.raises(TypeError, match="not a valid PrimitiveSchemaDefinition"):
+            elicitation.render_elicitation_schema(Nested)
+
+
+def test_serve_one_without_teardown_and_lazy_telemetry() -> None:
+    import asyncio
+    import contextlib
+    from contextlib import AsyncExitStack
+
+    from mcp.server.connection import Connection
+
+    assert hasattr(AsyncExitStack(), "_exit_callbacks")
+    server = MCPServer("contract")
+    chain = _sdk.lowlevel_server(server).middleware
+    assert any(type(m).__name__ == "OpenTelemetryMiddleware" for m in chain)
+    _sdk.install_lazy_telemetry(server)
+    assert not any(type(m).__name__ == "OpenTelemetryMiddleware" for m in chain)
+    assert any(isinstance(m, _sdk.LazyTelemetry) for m in chain)
+
+    closed: list[bool] = []
+
+    async def run() -> None:
+        connection = Connection.from_envelope("2026-07-28", None, {})
+
+        async def on_close() -> None:
+            closed.append(True)
+
+        connection.exit_stack.push_async_callback(on_close)
+
+        class Dispatch:
+            request_id = 1
+            transport = None
+            message_metadata = None
+            can_send_request = False
+            cancel_requested = asyncio.Event()
+
+        with contextlib.suppress(Exception):  # whatever the request's fate, cleanup runs
+            await _sdk.serve_one(
+                _sdk.lowlevel_server(server), Dispatch(), "tools/list", None, connection=connection, lifespan_state=None
+            )
+
+    asyncio.run(run())
+    assert closed == [True], "a connection with cleanup registered must still be closed"

@@ -1,0 +1,42 @@
+"""The per-process event loop: a WSGI worker thread streaming a response never blocks the
+process from exiting (a graceful restart must not wait for a human's answer)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SCRIPT = textwrap.dedent(
+    """
+    import asyncio, threading, time
+    from mcp_common.loop import LoopRunner
+
+    runner = LoopRunner.shared()
+
+    async def waits_forever():
+        yield b"first"
+        await asyncio.Event().wait()
+        yield b"never"
+
+    def serve():  # a non-daemon thread, like a gunicorn gthread worker's
+        for chunk in runner.iterate(waits_forever()):
+            print("sent", chunk.decode(), flush=True)
+        print("stream ended", flush=True)
+
+    threading.Thread(target=serve).start()
+    time.sleep(0.3)
+    print("exiting", flush=True)
+    """
+)
+
+
+def test_process_exit_ends_streams_instead_of_waiting_for_them() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=30, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["sent", "first", "exiting", "stream", "ended"]
