@@ -1,0 +1,1 @@
+"""Throughput and latency benchmarks of the MCP endpoints (``python -m benchmarks.run``)."""

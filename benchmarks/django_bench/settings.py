@@ -1,0 +1,57 @@
+"""Minimal production-like settings: no debug, one middleware, SQLite in a temporary folder."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+DATA_DIR = Path(os.environ.get("BENCH_DATA_DIR") or tempfile.gettempdir())
+
+SECRET_KEY = "benchmark-secret-key-not-for-production-0123456789-abcdefghijklmnopqrstuvwxyz"
+DEBUG = False
+ALLOWED_HOSTS = ["127.0.0.1", "localhost", "[::1]"]
+ROOT_URLCONF = "benchmarks.django_bench.urls"
+WSGI_APPLICATION = "benchmarks.django_bench.wsgi.application"
+if os.environ.get("BENCH_DJANGO_ASYNC") == "1":
+    ASGI_APPLICATION = "benchmarks.django_bench.asgi.application"
+
+INSTALLED_APPS = ["django.contrib.contenttypes", "django.contrib.auth", "mcp_django"]
+MIDDLEWARE = ["mcp_django.middleware.MCPMiddleware"]
+TEMPLATES: list[dict[str, object]] = []
+
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": str(DATA_DIR / "django-bench.sqlite3"),
+        # Persistent connections, as a production deployment configures them.
+        "CONN_MAX_AGE": 600,
+        # Several worker processes write to one file: wait for the lock instead of failing.
+        "OPTIONS": {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            # WAL: readers never wait for the writer, and a commit is an append, not a journal
+            # file created, synced and deleted (the SQLite setting Django's docs recommend).
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        },
+    }
+}
+USE_TZ = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+MCP = {
+    "SERVER": "benchmarks.bench_server.mcp",
+    # A stalled elicitation (see README: gthread threads) frees its thread after this long.
+    "REQUEST_TIMEOUT": float(os.environ.get("BENCH_REQUEST_TIMEOUT", "10")),
+    "WAIT_DETACH_SECONDS": float(os.environ.get("BENCH_WAIT_DETACH", "0.25")),
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {
+        "mcp_common": {"handlers": ["console"], "level": "WARNING"},
+        "mcp_django": {"handlers": ["console"], "level": "WARNING"},
+    },
+}

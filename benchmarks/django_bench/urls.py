@@ -1,0 +1,34 @@
+"""``/mcp``: the MCP view (sync, or async with ``BENCH_DJANGO_ASYNC=1``); ``/bare``: a fixed answer."""
+
+from __future__ import annotations
+
+import os
+
+from django.http import HttpRequest, JsonResponse
+from django.urls import path
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+
+from mcp_django.views import AsyncMCPView, MCPView
+
+BARE_RESULT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "result": {"content": [{"type": "text", "text": "echo: hi"}], "isError": False},
+}
+
+
+@csrf_exempt
+@require_POST
+def bare(request: HttpRequest) -> JsonResponse:
+    """What a Django view costs without MCP: the body is read, a fixed JSON-RPC result sent."""
+    request.body  # noqa: B018 (read the request as the MCP view does)
+    return JsonResponse(BARE_RESULT)
+
+
+view = AsyncMCPView if os.environ.get("BENCH_DJANGO_ASYNC") == "1" else MCPView
+
+urlpatterns = [
+    path("mcp", view.as_view(server="benchmarks.bench_server.mcp")),
+    path("bare", bare),
+]
