@@ -69,6 +69,15 @@ class MCPSettings:
 
     def reload(self) -> None:
         self._cache = None
+        self._config = None
+
+    @property
+    def config(self) -> MCPConfig:
+        """:meth:`build_config`, built once (and again after a settings change)."""
+        config = getattr(self, "_config", None)
+        if config is None:
+            config = self._config = self.build_config()
+        return config
 
     def build_config(self) -> MCPConfig:
         allowed_hosts = tuple(settings.ALLOWED_HOSTS)

@@ -34,7 +34,7 @@ def _refusal(request: HttpRequest) -> HttpResponse | None:
     from mcp_django.conf import mcp_settings
     from mcp_django.views import raw_host
 
-    if host_allowed(raw_host(request), mcp_settings.build_config().allowed_hosts):
+    if host_allowed(raw_host(request), mcp_settings.config.allowed_hosts):
         return None
     response = HttpResponse(
         b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Host header"}}',

@@ -88,6 +88,8 @@ def _plain(response: HTTPResponse) -> HttpResponse:
         del out["Content-Type"]
     for name, value in response.headers.items():
         out[name] = value
+    # A known length lets the server send one plain response instead of a chunked one.
+    out["Content-Length"] = str(len(response.body))
     return out
 
 

@@ -23,7 +23,10 @@ BARE_RESULT = {
 def bare(request: HttpRequest) -> JsonResponse:
     """What a Django view costs without MCP: the body is read, a fixed JSON-RPC result sent."""
     request.body  # noqa: B018 (read the request as the MCP view does)
-    return JsonResponse(BARE_RESULT)
+    response = JsonResponse(BARE_RESULT)
+    # As the MCP view does (and Flask does by itself): a length, so no chunked encoding.
+    response["Content-Length"] = str(len(response.content))
+    return response
 
 
 view = AsyncMCPView if os.environ.get("BENCH_DJANGO_ASYNC") == "1" else MCPView

@@ -37,6 +37,22 @@ def assert_spread(workers: WorkerLog) -> None:
     assert len(set(workers.pids)) >= 2, f"every request reached the same worker: {workers.pids}"
 
 
+async def spread_session(url: str, mode: str, workers: WorkerLog, calls: int = 80) -> None:
+    """Keep one session busy until its requests have reached two workers.
+
+    Which worker accepts a new connection is the kernel's choice; a fast worker may win many in
+    a row, so the session keeps calling (``tools/list``) until a second worker has served it.
+    """
+    session_pids = WorkerLog()
+    async with spread_client(url, mode, session_pids) as client:
+        for _ in range(calls):
+            assert (await client.list_tools()).tools
+            if len(set(session_pids.pids)) >= 2:
+                break
+    workers.pids.extend(session_pids.pids)
+    assert len(set(session_pids.pids)) >= 2, f"one session's requests all reached one worker: {session_pids.pids}"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_list_and_call_tools(server: LiveServer, mode: str) -> None:
@@ -52,6 +68,7 @@ def test_list_and_call_tools(server: LiveServer, mode: str) -> None:
             assert text(await client.call_tool("greet", {"name": "Ada"})) == "Hello, Ada!"
             bad = await client.call_tool("greet", {})
             assert bad.is_error
+        await spread_session(server.url("/library"), mode, workers)
         assert_spread(workers)
 
     asyncio.run(run())
@@ -96,6 +113,7 @@ def test_legacy_form_elicitation_across_workers(server: LiveServer) -> None:
             assert text(await client.call_tool("book_table", {"date": "2025-12-25", "party_size": 2})) == (
                 "No booking made."
             )
+        await spread_session(server.url("/bistro"), "legacy", workers)
         assert_spread(workers)
 
     asyncio.run(run())
