@@ -13,7 +13,7 @@ import contextlib
 import contextvars
 from typing import Any
 
-from flask import Flask
+from flask import Flask, current_app, has_app_context
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 
 from mcp_common import _sdk
@@ -60,7 +60,11 @@ class FlaskEndpoint(MCPEndpoint):
         install_app_context(server)
 
     def tool_context(self) -> contextlib.AbstractContextManager[Any]:
-        # Each tool call gets its own application context, as on the SDK's path.
+        # A sync tool on the fast path runs in the view's own thread, inside the request's
+        # application context already: it uses that one, like any view code. Elsewhere (an
+        # async tool on the event loop) it gets its own, as on the SDK's path.
+        if has_app_context() and current_app._get_current_object() is self.app:  # type: ignore[attr-defined]
+            return contextlib.nullcontext()
         return self.app.app_context()
 
     async def handle_async(self, request: HTTPRequest) -> HTTPResponse:

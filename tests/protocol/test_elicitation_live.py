@@ -173,11 +173,6 @@ def test_seed_examples_under_four_workers(four_workers: LiveServer) -> None:
                 assert recorder.asked[0].message == "/tmp/project has 2 file(s). Delete anyway?"
         statuses = sorted(r["status"] for r in elicitation_rows(live, tool="delete_folder"))
         assert statuses == sorted(["accepted", "declined", "cancelled"] * 2)
-        # Accept with ok=True deletes (last: the folders live in each worker's memory).
-        for mode in ("legacy", "2026-07-28"):
-            recorder = Recorder(ElicitResult(action="accept", content={"ok": True}))
-            async with spread_client(live.url("/files"), mode, workers, elicitation_callback=recorder) as c:
-                assert text(await c.call_tool("delete_folder", {"path": "/tmp/project"})) == "deleted /tmp/project"
 
         # The URL-mode resolver, both eras.
         for mode in ("legacy", "2026-07-28"):
@@ -192,6 +187,11 @@ def test_seed_examples_under_four_workers(four_workers: LiveServer) -> None:
             assert (row["mode"], row["status"]) == ("url", "accepted")
         await spread_session(live.url("/library"), "legacy", workers)
         await replayed_and_forged_states_are_refused(live)
+        # Accept with ok=True deletes (last: the folders live in each worker's memory).
+        for mode in ("legacy", "2026-07-28"):
+            recorder = Recorder(ElicitResult(action="accept", content={"ok": True}))
+            async with spread_client(live.url("/files"), mode, workers, elicitation_callback=recorder) as c:
+                assert text(await c.call_tool("delete_folder", {"path": "/tmp/project"})) == "deleted /tmp/project"
 
     asyncio.run(run())
 
