@@ -138,15 +138,21 @@ TARGETS: dict[str, TargetSpec] = {
             "django",
             "uvicorn",
             "benchmarks.django_bench.asgi:application",
-            False,
+            True,
             {**DJANGO_ENV, "BENCH_DJANGO_ASYNC": "1"},
         ),
         TargetSpec("flask-gunicorn", "flask", "gunicorn", "benchmarks.flask_bench:create_app()", True),
         TargetSpec("sdk-uvicorn", "sdk", "uvicorn", "benchmarks.sdk_app:app", False, sessions_in_memory=True),
     )
 }
-BARE_OF = {"django": "django-gunicorn", "flask": "flask-gunicorn", "sdk": "django-gunicorn"}
-"""Whose ``/bare`` each framework is compared with (the SDK: Django's, the most common host)."""
+BARE_OF = {
+    "django-gunicorn": "django-gunicorn",
+    "django-uvicorn": "django-uvicorn",
+    "flask-gunicorn": "flask-gunicorn",
+    "sdk-uvicorn": "django-gunicorn",
+}
+"""Whose ``/bare`` each target is compared with: its own process's (Django under uvicorn: an
+async view, what Django's ASGI handler costs by itself); the SDK: Django's under gunicorn."""
 
 
 def free_port() -> int:
@@ -347,7 +353,7 @@ def summarize(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
         vs_bare, vs_sdk = [], []
         for cell in group:
             mine = rps(workload, concurrency, workers, target, cell["round"])
-            bare = rps("bare", concurrency, workers, BARE_OF[TARGETS[target].framework], cell["round"])
+            bare = rps("bare", concurrency, workers, BARE_OF[target], cell["round"])
             sdk = rps(workload, concurrency, workers, "sdk-uvicorn", cell["round"])
             if workload != "bare" and mine is not None and bare:
                 vs_bare.append(mine / bare)

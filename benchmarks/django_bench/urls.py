@@ -29,9 +29,20 @@ def bare(request: HttpRequest) -> JsonResponse:
     return response
 
 
-view = AsyncMCPView if os.environ.get("BENCH_DJANGO_ASYNC") == "1" else MCPView
+@csrf_exempt
+@require_POST
+async def abare(request: HttpRequest) -> JsonResponse:
+    """The same under ASGI: an async view (a sync one would run on a thread)."""
+    request.body  # noqa: B018
+    response = JsonResponse(BARE_RESULT)
+    response["Content-Length"] = str(len(response.content))
+    return response
+
+
+ASYNC = os.environ.get("BENCH_DJANGO_ASYNC") == "1"
+view = AsyncMCPView if ASYNC else MCPView
 
 urlpatterns = [
     path("mcp", view.as_view(server="benchmarks.bench_server.mcp")),
-    path("bare", bare),
+    path("bare", abare if ASYNC else bare),
 ]
