@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import os
+import threading
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import fields, replace
@@ -105,6 +106,26 @@ def _retry(fn: Callable[P, T]) -> Callable[P, T]:
     return wrapper
 
 
+def _serial_on_sqlite(fn: Callable[P, T]) -> Callable[P, T]:
+    """Writers of one process take turns on SQLite before they ask the file for its lock.
+
+    SQLite admits one writer; a writer that finds the file locked sleeps in growing steps
+    (1, 2, 5, 10 ... 100 ms) before trying again. Threads of one worker queueing on a mutex
+    hand over in microseconds instead; other processes still meet SQLite's own lock.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        store = args[0]
+        lock = getattr(store, "_write_lock", None)
+        if lock is None:
+            return fn(*args, **kwargs)
+        with lock:
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
 class SQLAlchemyStore:
     """Sessions, events, pending requests, elicitations, request states and worker heartbeats
     in a SQL database, through SQLAlchemy 2.x.
@@ -117,11 +138,13 @@ class SQLAlchemyStore:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._write_lock = threading.RLock() if engine.url.get_backend_name() == "sqlite" else None
 
     def _session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)
 
     @_retry
+    @_serial_on_sqlite
     def create_session(self, record: SessionRecord) -> None:
         with self._session() as s, s.begin():
             s.add(
@@ -154,6 +177,7 @@ class SQLAlchemyStore:
             )
 
     @_retry
+    @_serial_on_sqlite
     def touch_session(self, session_id: str, now: float) -> None:
         with self._session() as s, s.begin():
             s.execute(
@@ -162,6 +186,7 @@ class SQLAlchemyStore:
             )
 
     @_retry
+    @_serial_on_sqlite
     def delete_session(self, session_id: str) -> bool:
         # Elicitation rows stay: they are the record of what was asked and answered.
         options = _NO_SYNC
@@ -176,6 +201,7 @@ class SQLAlchemyStore:
             return bool(deleted.rowcount)  # type: ignore[attr-defined]
 
     @_retry
+    @_serial_on_sqlite
     def append_event(self, session_id: str, stream_key: str, message: str, final: bool = False) -> int:
         with self._session() as s, s.begin():
             row = MCPEvent(session_id=session_id, stream_key=stream_key, message=message, final=final)
@@ -209,6 +235,7 @@ class SQLAlchemyStore:
             return int(value or 0)
 
     @_retry
+    @_serial_on_sqlite
     def set_cursor(self, session_id: str, event_id: int) -> None:
         # The guard keeps the cursor monotonic when two GET streams deliver concurrently.
         with self._session() as s, s.begin():
@@ -220,6 +247,7 @@ class SQLAlchemyStore:
             )
 
     @_retry
+    @_serial_on_sqlite
     def create_pending(
         self,
         session_id: str,
@@ -234,6 +262,7 @@ class SQLAlchemyStore:
                 s.add(_elicitation_row(elicitation))
 
     @_retry
+    @_serial_on_sqlite
     def answer_pending(
         self,
         session_id: str,
@@ -283,6 +312,7 @@ class SQLAlchemyStore:
             )
 
     @_retry
+    @_serial_on_sqlite
     def delete_pending(self, session_id: str, request_id: str) -> None:
         with self._session() as s, s.begin():
             s.execute(
@@ -328,6 +358,7 @@ class SQLAlchemyStore:
             ]
 
     @_retry
+    @_serial_on_sqlite
     def update_elicitation(
         self,
         record_id: str,
@@ -381,6 +412,7 @@ class SQLAlchemyStore:
         return moved
 
     @_retry
+    @_serial_on_sqlite
     def expire_elicitations(self, now: float) -> int:
         query = (
             update(MCPElicitation)
@@ -393,6 +425,7 @@ class SQLAlchemyStore:
     # -- 2026-07-28 request state ------------------------------------------------------------
 
     @_retry
+    @_serial_on_sqlite
     def save_request_state(self, state: RequestStateRecord, elicitations: list[ElicitationRecord]) -> None:
         with self._session() as s, s.begin():
             s.add(
@@ -412,6 +445,7 @@ class SQLAlchemyStore:
             s.add_all([_elicitation_row(record) for record in elicitations])
 
     @_retry
+    @_serial_on_sqlite
     def consume_request_state(
         self,
         state_id: str,
@@ -504,6 +538,7 @@ class SQLAlchemyStore:
     # -- workers -----------------------------------------------------------------------------
 
     @_retry
+    @_serial_on_sqlite
     def beat_worker(self, worker_id: str, now: float) -> None:
         beat = update(MCPWorker).where(MCPWorker.worker_id == worker_id).values(last_beat=_ts(now))
         with self._session() as s, s.begin():
