@@ -195,12 +195,18 @@ class DjangoStore:
 
     @_retry
     def get_pending(self, session_id: str, request_id: str) -> PendingRequestRecord | None:
-        row = MCPPendingRequest.objects.filter(session_id=session_id, request_id=request_id).first()
+        # Polled by every tool waiting for an answer from another worker: plain SQL.
+        connection = connections[_alias()]
+        table = connection.ops.quote_name(MCPPendingRequest._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT method, params, response, created FROM {table} WHERE session_id = %s AND request_id = %s",
+                [session_id, request_id],
+            )
+            row = cursor.fetchone()
         if row is None:
             return None
-        return PendingRequestRecord(
-            row.session_id, row.request_id, row.method, row.params, row.response, row.created.timestamp()
-        )
+        return PendingRequestRecord(session_id, request_id, row[0], row[1], row[2], _epoch(row[3], connection))
 
     @_retry
     @_serial_on_sqlite
