@@ -8,11 +8,39 @@ processes, so it cannot serve a multi-worker deployment.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
+
+
+def serial_writes(lock_of: Callable[[Any], Any]) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """Decorate a store's write methods so that one process's writers take turns on a lock.
+
+    SQLite admits one writer; a writer that finds the file locked sleeps in growing steps
+    (1, 2, 5, 10 ... 100 ms) before trying again. Threads of one worker queueing on a mutex hand
+    over in microseconds instead; other processes still meet SQLite's own lock.
+    ``lock_of(store)`` gives the lock to take, or ``None`` (a database with concurrent writers).
+    """
+
+    def decorate(fn: Callable[..., T]) -> Callable[..., T]:
+        @functools.wraps(fn)
+        def wrapper(store: Any, *args: Any, **kwargs: Any) -> T:
+            lock = lock_of(store)
+            if lock is None:
+                return fn(store, *args, **kwargs)
+            with lock:
+                return fn(store, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
 
 GET_STREAM = "get"
 """The stream key of a session's standalone (GET) stream."""

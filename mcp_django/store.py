@@ -24,6 +24,7 @@ from mcp_common.store import (
     PendingRequestRecord,
     RequestStateRecord,
     SessionRecord,
+    serial_writes,
 )
 from mcp_django.models import (
     MCPElicitation,
@@ -44,22 +45,8 @@ def _ts(value: float) -> dt.datetime:
 _SQLITE_WRITES = threading.RLock()
 
 
-def _serial_on_sqlite(fn: Callable[..., T]) -> Callable[..., T]:
-    """Writers of one process take turns on SQLite before they ask the file for its lock.
-
-    SQLite admits one writer; a writer that finds the file locked sleeps in growing steps
-    (1, 2, 5, 10 ... 100 ms) before trying again. Threads of one worker queueing on a mutex
-    instead hand over in microseconds; other processes still meet SQLite's own lock.
-    """
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> T:
-        if connections[_alias()].vendor != "sqlite":
-            return fn(*args, **kwargs)
-        with _SQLITE_WRITES:
-            return fn(*args, **kwargs)
-
-    return wrapper
+# One process's writers take turns on SQLite (see mcp_common.store.serial_writes).
+_serial_on_sqlite = serial_writes(lambda _store: _SQLITE_WRITES if connections[_alias()].vendor == "sqlite" else None)
 
 
 def _retry(fn: Callable[..., T]) -> Callable[..., T]:

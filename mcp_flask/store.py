@@ -29,6 +29,7 @@ from mcp_common.store import (
     PendingRequestRecord,
     RequestStateRecord,
     SessionRecord,
+    serial_writes,
 )
 from mcp_flask.models import (
     MCPElicitation,
@@ -106,24 +107,8 @@ def _retry(fn: Callable[P, T]) -> Callable[P, T]:
     return wrapper
 
 
-def _serial_on_sqlite(fn: Callable[P, T]) -> Callable[P, T]:
-    """Writers of one process take turns on SQLite before they ask the file for its lock.
-
-    SQLite admits one writer; a writer that finds the file locked sleeps in growing steps
-    (1, 2, 5, 10 ... 100 ms) before trying again. Threads of one worker queueing on a mutex
-    hand over in microseconds instead; other processes still meet SQLite's own lock.
-    """
-
-    @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-        store = args[0]
-        lock = getattr(store, "_write_lock", None)
-        if lock is None:
-            return fn(*args, **kwargs)
-        with lock:
-            return fn(*args, **kwargs)
-
-    return wrapper
+# One process's writers take turns on SQLite (see mcp_common.store.serial_writes).
+_serial_on_sqlite = serial_writes(lambda store: store._write_lock)
 
 
 class SQLAlchemyStore:
