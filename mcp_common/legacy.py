@@ -302,6 +302,11 @@ class Waiters:
         if future is not None and not future.done():
             future.set_result(response)
 
+    def fail(self, session_id: str, request_id: str, exc: BaseException) -> None:
+        future = self._answers.get((session_id, request_id))
+        if future is not None and not future.done():
+            future.set_exception(exc)
+
     def has_ended(self, session_id: str) -> bool:
         return session_id in self._ended
 
@@ -336,12 +341,91 @@ class Waiters:
             task.cancel()
 
 
+ANSWER_CLOCK_SKEW = 30.0
+"""Each poll for answers looks this far back before the previous one started: an answer is
+stamped by the clock of the worker that received it, which may run behind this one's."""
+
+MAX_POLL_INTERVAL = 1.0
+
+
+class AnswerPoller:
+    """One poll loop per process for the tools waiting on an answer that another worker may
+    receive.
+
+    An answer that reaches this process wakes its tool at once. One that reaches another
+    worker is found here by one ``answered_since`` query per round, however many tools wait,
+    and a batched existence check notices sessions ended elsewhere (their pending rows go with
+    them). The round is ``poll_interval`` while questions are fresh, growing to a second.
+    """
+
+    def __init__(self, protocol: LegacyProtocol) -> None:
+        self.protocol = protocol
+        self._keys: dict[tuple[str, str], None] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._kick = asyncio.Event()
+        self._last_added = 0.0
+        self._sleeping = 0.0
+
+    def add(self, session_id: str, request_id: str) -> None:
+        self._keys[(session_id, request_id)] = None
+        self._last_added = time.monotonic()
+        loop = asyncio.get_running_loop()
+        if self._task is None or self._task.done() or self._loop is not loop:
+            self._loop, self._kick = loop, asyncio.Event()
+            self._task = loop.create_task(self._run(), name="mcp-answer-poller")
+        elif self._sleeping > 2 * self.protocol.endpoint.config.poll_interval:
+            # Backed off while older questions waited: a fresh one is polled for promptly.
+            self._kick.set()
+
+    def discard(self, session_id: str, request_id: str) -> None:
+        self._keys.pop((session_id, request_id), None)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    async def _run(self) -> None:
+        endpoint = self.protocol.endpoint
+        waiters = self.protocol.waiters
+        base = endpoint.config.poll_interval
+        since = time.time() - ANSWER_CLOCK_SKEW
+        next_check = time.monotonic() + base
+        while self._keys:
+            self._sleeping = min(max((time.monotonic() - self._last_added) * 0.5, base), MAX_POLL_INTERVAL)
+            self._kick.clear()
+            try:
+                await asyncio.wait_for(self._kick.wait(), self._sleeping)
+                continue  # woken for a fresh question: sleep the short interval instead
+            except TimeoutError:
+                pass
+            finally:
+                self._sleeping = 0.0
+            if not self._keys:
+                break
+            started = time.time()
+            try:
+                for session_id, request_id, response in await endpoint.db(endpoint.store.answered_since, since):
+                    waiters.answer(session_id, request_id, response)
+                since = started - ANSWER_CLOCK_SKEW
+                if time.monotonic() >= next_check:
+                    keys = list(self._keys)
+                    existing = await endpoint.db(endpoint.store.pending_keys, [key[0] for key in keys])
+                    for key in keys:
+                        if key not in existing and key in self._keys:
+                            waiters.fail(key[0], key[1], SessionGone(key[0]))
+                    # 10,000 waiting questions: one existence sweep every 11 s.
+                    next_check = time.monotonic() + min(MAX_POLL_INTERVAL + len(keys) / 1000, 30.0)
+            except Exception:
+                logger.warning("Polling for answers from other workers failed; retrying", exc_info=True)
+
+
 class LegacyProtocol:
     """Serves the legacy era for one :class:`~mcp_common.endpoint.MCPEndpoint`."""
 
     def __init__(self, endpoint: MCPEndpoint) -> None:
         self.endpoint = endpoint
         self.waiters = Waiters()
+        self.poller = AnswerPoller(self)
 
     # -- entry -------------------------------------------------------------------------------
 
@@ -686,24 +770,12 @@ class LegacyProtocol:
                 self.waiters.wake(row.session_id)
 
     async def _await_answer(self, session_id: str, request_id: str, future: asyncio.Future[str], wait: float) -> str:
-        store = self.endpoint.store
-        deadline = time.monotonic() + wait
-        interval = self.endpoint.config.poll_interval
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError
-            try:
-                return await asyncio.wait_for(asyncio.shield(future), min(interval, remaining))
-            except TimeoutError:
-                pass
-            # Another worker may have taken the answer: the row is the truth.
-            record = await self.endpoint.db(store.get_pending, session_id, request_id)
-            if record is None:
-                raise SessionGone(session_id)
-            if record.response is not None:
-                return record.response
-            interval = min(interval * 1.5, 1.0)
+        # Answered here: the future, at once. Answered by another worker: the process's poller.
+        self.poller.add(session_id, request_id)
+        try:
+            return await asyncio.wait_for(future, wait)
+        finally:
+            self.poller.discard(session_id, request_id)
 
     async def post_to_get_stream(self, session_id: str, message: Mapping[str, Any]) -> None:
         await self.endpoint.db(self.endpoint.store.append_event, session_id, GET_STREAM, dumps(message), False)

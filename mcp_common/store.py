@@ -12,7 +12,7 @@ import functools
 import itertools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
@@ -203,6 +203,17 @@ class SessionStore(Protocol):
 
     def get_pending(self, session_id: str, request_id: str) -> PendingRequestRecord | None: ...
 
+    def answered_since(self, since: float) -> list[tuple[str, str, str]]:
+        """``(session_id, request_id, response)`` of the pending requests answered at or after
+        ``since``: one query per poll serves every tool of a process that waits for an answer
+        another worker may have received."""
+        ...
+
+    def pending_keys(self, session_ids: Sequence[str]) -> set[tuple[str, str]]:
+        """``(session_id, request_id)`` of the pending requests of these sessions that still
+        exist (a session ended elsewhere takes its pending requests with it)."""
+        ...
+
     def delete_pending(self, session_id: str, request_id: str) -> None: ...
 
     def purge_expired(self, older_than: float) -> int:
@@ -295,6 +306,7 @@ class MemoryStore:
         self._sessions: dict[str, SessionRecord] = {}
         self._events: list[EventRecord] = []
         self._pending: dict[tuple[str, str], PendingRequestRecord] = {}
+        self._answered: dict[tuple[str, str], float] = {}
         self._ids = itertools.count(1)
         self._cursors: dict[str, int] = {}
         self._elicitations: dict[str, ElicitationRecord] = {}
@@ -319,6 +331,7 @@ class MemoryStore:
             self._events = [e for e in self._events if e.session_id != session_id]
             for key in [k for k in self._pending if k[0] == session_id]:
                 del self._pending[key]
+                self._answered.pop(key, None)
             return existed
 
     def append_event(self, session_id: str, stream_key: str, message: str, final: bool = False) -> int:
@@ -370,6 +383,7 @@ class MemoryStore:
             if record is None or record.response is not None:
                 return False
             self._pending[(session_id, request_id)] = replace(record, response=response)
+            self._answered[(session_id, request_id)] = time.time()
             if status is not None:
                 now = time.time()
                 for row in list(self._elicitations.values()):
@@ -380,9 +394,23 @@ class MemoryStore:
     def get_pending(self, session_id: str, request_id: str) -> PendingRequestRecord | None:
         return self._pending.get((session_id, request_id))
 
+    def answered_since(self, since: float) -> list[tuple[str, str, str]]:
+        with self._lock:
+            return [
+                (key[0], key[1], record.response)
+                for key, record in self._pending.items()
+                if record.response is not None and self._answered.get(key, 0.0) >= since
+            ]
+
+    def pending_keys(self, session_ids: Sequence[str]) -> set[tuple[str, str]]:
+        wanted = set(session_ids)
+        with self._lock:
+            return {key for key in self._pending if key[0] in wanted}
+
     def delete_pending(self, session_id: str, request_id: str) -> None:
         with self._lock:
             self._pending.pop((session_id, request_id), None)
+            self._answered.pop((session_id, request_id), None)
 
     def purge_expired(self, older_than: float) -> int:
         stale = [s.session_id for s in self._sessions.values() if s.last_seen < older_than]

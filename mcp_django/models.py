@@ -53,6 +53,8 @@ class MCPPendingRequest(models.Model):
     class Meta:
         verbose_name = "MCP pending request"
         constraints = [models.UniqueConstraint(fields=["session_id", "request_id"], name="mcp_pending_unique")]
+        # Waiting tools poll "answered since" once per process, not their own rows.
+        indexes = [models.Index(fields=["answered"], name="mcp_pending_answered")]
 
 
 class MCPElicitation(models.Model):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import fields, replace
 from typing import Any, TypeVar
 
@@ -43,6 +43,8 @@ def _ts(value: float) -> dt.datetime:
 
 
 _SQLITE_WRITES = threading.RLock()
+_CHUNK = 500
+"""Session ids per ``IN (...)`` query: well under every backend's parameter limit."""
 
 
 # One process's writers take turns on SQLite (see mcp_common.store.serial_writes).
@@ -182,7 +184,6 @@ class DjangoStore:
 
     @_retry
     def get_pending(self, session_id: str, request_id: str) -> PendingRequestRecord | None:
-        # Polled by every tool waiting for an answer from another worker: plain SQL.
         connection = connections[_alias()]
         table = connection.ops.quote_name(MCPPendingRequest._meta.db_table)
         with connection.cursor() as cursor:
@@ -194,6 +195,25 @@ class DjangoStore:
         if row is None:
             return None
         return PendingRequestRecord(session_id, request_id, row[0], row[1], row[2], _epoch(row[3], connection))
+
+    @_retry
+    def answered_since(self, since: float) -> list[tuple[str, str, str]]:
+        # One query per poll for all of this process's waiting tools (index on ``answered``).
+        rows = MCPPendingRequest.objects.filter(answered__gte=_ts(since)).values_list(
+            "session_id", "request_id", "response"
+        )
+        return [(sid, rid, response) for sid, rid, response in rows if response is not None]
+
+    @_retry
+    def pending_keys(self, session_ids: Sequence[str]) -> set[tuple[str, str]]:
+        found: set[tuple[str, str]] = set()
+        unique = list(dict.fromkeys(session_ids))
+        for start in range(0, len(unique), _CHUNK):
+            rows = MCPPendingRequest.objects.filter(session_id__in=unique[start : start + _CHUNK]).values_list(
+                "session_id", "request_id"
+            )
+            found.update(rows)
+        return found
 
     @_retry
     @_serial_on_sqlite

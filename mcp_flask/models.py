@@ -113,7 +113,10 @@ class MCPPendingRequest(MCPModel):
     """A server-to-client request (elicitation, sampling, roots) waiting for the client."""
 
     __tablename__ = "mcp_pending_request"
-    __table_args__ = (UniqueConstraint("session_id", "request_id", name="uq_mcp_pending_request"),)
+    __table_args__ = (
+        UniqueConstraint("session_id", "request_id", name="uq_mcp_pending_request"),
+        Index("ix_mcp_pending_request_answered", "answered"),
+    )
 
     id: Mapped[int] = mapped_column(BigAutoId, primary_key=True, autoincrement=True)
     session_id: Mapped[str] = mapped_column(String(64))

@@ -12,7 +12,7 @@ import functools
 import os
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields, replace
 from typing import Any, ParamSpec, TypeVar
 
@@ -55,6 +55,8 @@ def _ts(value: float) -> dt.datetime:
 _ELICITATION_FIELDS = tuple(f.name for f in fields(ElicitationRecord))
 _ELICITATION_TIMES = ("created", "updated", "expires")
 _NO_SYNC: dict[str, Any] = {"synchronize_session": False}
+_CHUNK = 500
+"""Session ids per ``IN (...)`` query: well under every backend's parameter limit."""
 """Bulk UPDATE/DELETE options: the store never keeps ORM objects across statements."""
 
 
@@ -295,6 +297,27 @@ class SQLAlchemyStore:
             return PendingRequestRecord(
                 row.session_id, row.request_id, row.method, row.params, row.response, row.created.timestamp()
             )
+
+    @_retry
+    def answered_since(self, since: float) -> list[tuple[str, str, str]]:
+        # One query per poll for all of this process's waiting tools (index on ``answered``).
+        query = select(MCPPendingRequest.session_id, MCPPendingRequest.request_id, MCPPendingRequest.response).where(
+            MCPPendingRequest.answered >= _ts(since)
+        )
+        with self._session() as s, s.begin():
+            return [(sid, rid, response) for sid, rid, response in s.execute(query) if response is not None]
+
+    @_retry
+    def pending_keys(self, session_ids: Sequence[str]) -> set[tuple[str, str]]:
+        found: set[tuple[str, str]] = set()
+        unique = list(dict.fromkeys(session_ids))
+        with self._session() as s, s.begin():
+            for start in range(0, len(unique), _CHUNK):
+                query = select(MCPPendingRequest.session_id, MCPPendingRequest.request_id).where(
+                    MCPPendingRequest.session_id.in_(unique[start : start + _CHUNK])
+                )
+                found.update((sid, rid) for sid, rid in s.execute(query))
+        return found
 
     @_retry
     @_serial_on_sqlite

@@ -460,6 +460,85 @@ def test_session_delete_cancels_the_pending_row() -> None:
     stream.close()
 
 
+class CountingStore(MemoryStore):
+    """A ``MemoryStore`` that counts the polls of waiting tools."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = {"get_pending": 0, "answered_since": 0, "pending_keys": 0}
+
+    def get_pending(self, session_id: str, request_id: str):
+        self.calls["get_pending"] += 1
+        return super().get_pending(session_id, request_id)
+
+    def answered_since(self, since: float):
+        self.calls["answered_since"] += 1
+        return super().answered_since(since)
+
+    def pending_keys(self, session_ids):
+        self.calls["pending_keys"] += 1
+        return super().pending_keys(session_ids)
+
+
+def detached_question(point: MCPEndpoint, session: str, call_id: int) -> str:
+    """Start ``interview`` and read its response until the server ends it (the tool waits on)."""
+    question = None
+    for chunk in point.iter_body(legacy_call(point, session, "interview", {}, call_id=call_id)):
+        for line in chunk.decode().split("\n"):
+            if line.startswith("data: ") and "elicitation/create" in line:
+                question = json.loads(line[6:])["id"]
+    assert question is not None
+    return question
+
+
+def wait_for(condition: Any, seconds: float = 10.0) -> bool:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()
+
+
+def test_tools_waiting_in_one_worker_share_one_poll_for_answers_given_to_another() -> None:
+    store = CountingStore()
+    asking = endpoint(store, poll_interval=0.05, wait_detach_seconds=0.02)
+    answering = endpoint(store)
+    sessions = [initialize(asking, {"elicitation": {}}) for _ in range(40)]
+    questions = [detached_question(asking, session, n) for n, session in enumerate(sessions)]
+    store.calls.update(get_pending=0, answered_since=0)
+    started = time.monotonic()
+    for n, (session, question) in enumerate(zip(sessions, questions, strict=True)):
+        reply = {"jsonrpc": "2.0", "id": question, "result": {"action": "accept", "content": {"name": f"N{n}"}}}
+        assert answering.handle(legacy(session, reply)).status == 202
+
+    def finished() -> int:
+        return sum('"Interviewed N' in event.message for event in store._events)
+
+    assert wait_for(lambda: finished() == 40), finished()
+    elapsed = time.monotonic() - started
+    # Every tool got its own answer, found by the asking worker's poll, not by 40 pollers.
+    texts = {json.loads(e.message)["result"]["content"][0]["text"] for e in store._events if e.final}
+    assert texts >= {f"Interviewed N{n}" for n in range(40)}
+    assert store.calls["get_pending"] == 0
+    assert 1 <= store.calls["answered_since"] <= elapsed / 0.05 + 2
+    assert all(row.status == "accepted" for row in store._elicitations.values())
+
+
+def test_a_session_deleted_through_another_worker_cancels_the_questions_waiting_here() -> None:
+    store = CountingStore()
+    asking = endpoint(store, poll_interval=0.02, wait_detach_seconds=0.02)
+    other = endpoint(store)
+    session = initialize(asking, {"elicitation": {}})
+    detached_question(asking, session, 1)
+    detached_question(asking, session, 2)
+    assert other.handle(request("DELETE", mcp_session_id=session)).status == 200
+    assert wait_for(lambda: all(row.status != "pending" for row in store._elicitations.values()))
+    rows = list(store._elicitations.values())
+    assert [(row.status, row.detail) for row in rows] == [("cancelled", "The session ended")] * 2
+    assert store.calls["pending_keys"] >= 1
+
+
 # -- registration-time schema checks ---------------------------------------------------------
 
 

@@ -63,6 +63,30 @@ def test_pending_answer_updates_the_row_in_the_same_transaction() -> None:
     assert [r.id for r in store.stream_elicitations(sid, "s1")] == [record.id]
 
 
+def test_answers_are_found_by_time_and_pending_rows_by_session() -> None:
+    store = DjangoStore()
+    store.create_pending("s1", "srv-1", "elicitation/create", "{}")
+    store.create_pending("s1", "srv-2", "roots/list", "{}")
+    store.create_pending("s2", "srv-3", "elicitation/create", "{}")
+    before = time.time() - 0.001
+    assert store.answered_since(before) == []
+    assert store.answer_pending("s1", "srv-2", '{"result":{"roots":[]}}')
+    assert sorted(store.answered_since(before)) == [("s1", "srv-2", '{"result":{"roots":[]}}')]
+    assert store.answered_since(time.time() + 5) == []
+    many = [f"m{n}" for n in range(1200)]
+    for sid in many[::100]:
+        store.create_pending(sid, "srv-x", "roots/list", "{}")
+    assert store.pending_keys(["s1", "s2", "s9", *many]) == {
+        ("s1", "srv-1"),
+        ("s1", "srv-2"),
+        ("s2", "srv-3"),
+        *((sid, "srv-x") for sid in many[::100]),
+    }
+    store.delete_pending("s1", "srv-2")
+    assert store.answered_since(before) == []
+    assert store.pending_keys(["s1"]) == {("s1", "srv-1")}
+
+
 def test_complete_elicitation_queues_the_notification_once() -> None:
     store = DjangoStore()
     sid = session(store)

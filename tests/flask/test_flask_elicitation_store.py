@@ -41,7 +41,7 @@ from mcp_flask.models import (
 from tests.flask.conftest import POSTGRES_URL
 
 PREVIOUS = "mcp_0001"
-HEAD = "mcp_0002"
+HEAD = "mcp_0003"
 NEW_TABLES = ("mcp_elicitation", "mcp_request_state", "mcp_worker")
 ALL_TABLES = ("mcp_session", "mcp_event", "mcp_pending_request", *NEW_TABLES)
 TIME_FIELDS = ("created", "updated", "expires", "consumed")
@@ -275,6 +275,32 @@ def test_create_pending_with_an_elicitation(store: SessionStore) -> None:
     # Without one, only the pending request.
     store.create_pending("s1", "srv-2", "roots/list", "{}")
     assert store.get_pending("s1", "srv-2") is not None
+
+
+def test_answers_are_found_by_time_and_pending_rows_by_session(store: SessionStore) -> None:
+    store.create_pending("s1", "srv-1", "elicitation/create", "{}")
+    store.create_pending("s1", "srv-2", "roots/list", "{}")
+    store.create_pending("s2", "srv-3", "elicitation/create", "{}")
+    before = time.time() - 0.001
+    assert store.answered_since(before) == []
+    assert store.answer_pending("s1", "srv-2", '{"result":{"roots":[]}}')
+    assert store.answer_pending("s2", "srv-3", '{"result":{"action":"decline"}}')
+    assert sorted(store.answered_since(before)) == [
+        ("s1", "srv-2", '{"result":{"roots":[]}}'),
+        ("s2", "srv-3", '{"result":{"action":"decline"}}'),
+    ]
+    # Only answers given at or after the time asked for.
+    assert store.answered_since(time.time() + 5) == []
+    assert store.pending_keys(["s1", "s2", "s9"]) == {("s1", "srv-1"), ("s1", "srv-2"), ("s2", "srv-3")}
+    store.delete_pending("s1", "srv-2")
+    assert store.pending_keys(["s1"]) == {("s1", "srv-1")}
+    assert store.answered_since(before) == [("s2", "srv-3", '{"result":{"action":"decline"}}')]
+    assert store.pending_keys([]) == set()
+    # More sessions than one query takes: all are looked up.
+    many = [f"m{n}" for n in range(1200)]
+    for sid in many[::100]:
+        store.create_pending(sid, "srv-x", "roots/list", "{}")
+    assert store.pending_keys(many) == {(sid, "srv-x") for sid in many[::100]}
 
 
 def test_create_pending_is_one_transaction(sql_store: SQLAlchemyStore) -> None:
