@@ -83,6 +83,37 @@ def get_tool(server: Any, name: str) -> Any | None:
     return manager.get_tool(name) if manager is not None else None
 
 
+def resolvers_take_context(tool: Any) -> bool:
+    """Whether any resolver in the tool's resolver graph takes the request ``Context`` (and
+    could notify, log or ask through it): read off the plans the SDK built at registration."""
+    return any(param.kind == "context" for plan in tool.resolver_plans.values() for param in plan.params.values())
+
+
+def resolve_tool_arguments(tool: Any, validated: dict[str, Any], context: Any) -> Any:
+    """The SDK's own resolver walk for ``tool`` (``resolve_arguments``, as ``Tool.run`` calls
+    it): a coroutine giving the injected values, or an ``InputRequiredResult``."""
+    from mcp.server.mcpserver.resolve import resolve_arguments
+
+    return resolve_arguments(tool.resolved_params, tool.resolver_plans, validated, context)
+
+
+def request_state_boundary(server: Any) -> Any | None:
+    """The request-state boundary among the low-level server's middleware."""
+    for middleware in lowlevel_server(server).middleware:
+        if isinstance(middleware, RequestStateBoundary):
+            return middleware
+    return None
+
+
+def client_capabilities(raw: Any) -> Any:
+    """A request envelope's raw ``clientCapabilities``, typed as ``Connection.from_envelope``
+    types it (a mis-shaped value reads as not supplied)."""
+    from mcp.server.connection import _typed
+    from mcp_types import ClientCapabilities
+
+    return _typed(ClientCapabilities, raw)
+
+
 _SCHEMA_CACHE_INSTALLED = False
 
 

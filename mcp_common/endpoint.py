@@ -198,6 +198,9 @@ class MCPEndpoint:
             prepared = prepare_blocking(self, request)
             if isinstance(prepared, HTTPResponse):
                 return prepared
+            fast = self.fast.handle_resolving_sync(prepared)
+            if fast is not None:
+                return fast
             response = self.runner.run(self.handle_async(prepared))
             return finish_blocking(self, prepared, response) if prepared.defer_persist else response
         return self.runner.run(self.handle_async(request))

@@ -13,9 +13,17 @@ module does the same work with the SDK's own pieces and nothing else:
   already a worker thread), an async one on the endpoint's loop;
 * errors map exactly as ``Tool.run`` and ``MCPServer``'s handler map them.
 
-Anything else takes the full path: other methods, the legacy era, resolvers, tools taking a
-``Context``, tools declared to return ``InputRequiredResult``, a ``requestState`` or
-``inputResponses`` in the request, a server with middleware or handlers of its own, an active
+A tool with resolvers (``Annotated[T, Resolve(fn)]``) on the 2026-07-28 wire is served here
+too, when no resolver takes a ``Context``: the request-state handle is redeemed in the
+request's thread (:func:`mcp_common.state.prepare_blocking`), then one hop onto the endpoint's
+loop runs the SDK's request-state boundary (unseal; seal an ``input_required`` answer) around
+the SDK's own resolver walk (``resolve_arguments``), the tool body runs where a plain call's
+does, and an ``input_required`` answer is persisted in the request's thread.
+
+Anything else takes the full path: other methods, tools taking a ``Context`` (or resolvers
+that do), resolvers on the legacy era (they ask over the session's back-channel), tools
+declared to return ``InputRequiredResult``, a ``requestState`` or ``inputResponses`` for a
+tool without resolvers, a server with middleware or handlers of its own, an active
 OpenTelemetry tracer provider, cache hints - and every request the fast path would reject
 (the full path produces the exact error). ``tests/core/test_fast_path.py`` holds the two paths
 to identical answers.
@@ -31,6 +39,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mcp.server.context import ServerRequestContext
+from mcp.server.mcpserver import Context as ToolContext
 from mcp.server.mcpserver.resolve import returns_input_required
 from mcp.server.request_state import RequestStateBoundary
 from mcp.shared.exceptions import MCPError
@@ -73,7 +83,10 @@ class FastPath:
         lowlevel = endpoint.lowlevel
         self._base_enabled = _sdk.default_call_tool_handler(server) and not lowlevel.cache_hints.get("tools/call")
         self._eligible: dict[str, Any] = {}
+        self._resolving: dict[str, Any] = {}
         self._header_params: dict[str, bool] = {}
+        entry = lowlevel.get_request_handler("tools/call")
+        self._params_type = entry.params_type if entry is not None else None
         # The serverInfo stamp, dumped once: each response is serialized at once, so sharing
         # it between responses aliases nothing a caller could mutate.
         self._server_info = lowlevel.server_info.model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -106,8 +119,24 @@ class FastPath:
         self._header_params[name] = "x-mcp-header" in json.dumps(tool.parameters)
         return tool
 
-    def _parse(self, request: HTTPRequest) -> tuple[dict[str, Any], dict[str, Any], Any] | None:
-        """``(decoded, params, tool)`` for a plain ``tools/call`` of an eligible tool, else ``None``."""
+    def _resolving_tool(self, name: str) -> Any | None:
+        """A tool whose resolvers the fast path can walk: none of them takes a ``Context``."""
+        tool = _sdk.get_tool(self.endpoint.server, name)
+        if tool is None or not tool.resolved_params:
+            return None
+        if self._resolving.get(name) is tool:
+            return tool
+        if tool.context_kwarg is not None or returns_input_required(tool.fn) or _sdk.resolvers_take_context(tool):
+            return None
+        self._resolving[name] = tool
+        self._header_params[name] = "x-mcp-header" in json.dumps(tool.parameters)
+        return tool
+
+    def _parse(
+        self, request: HTTPRequest, resolving: bool = False
+    ) -> tuple[dict[str, Any], dict[str, Any], Any] | None:
+        """``(decoded, params, tool)`` for a plain ``tools/call`` of an eligible tool (with
+        ``resolving``: of a tool with resolvers, which may carry answers and state), else ``None``."""
         if not self.enabled or request.method != "POST" or _otel_active():
             return None
         started = self.endpoint._started
@@ -119,19 +148,24 @@ class FastPath:
         has_json, has_sse = accepts(headers)
         if not (has_json and has_sse) or not is_json_content(headers):
             return None
-        try:
-            decoded = json.loads(request.body)
-        except (ValueError, RecursionError):
-            return None
+        decoded = request.parsed
+        if decoded is None:
+            try:
+                decoded = json.loads(request.body)
+            except (ValueError, RecursionError):
+                return None
+            request.parsed = decoded  # the steps after this one need not decode it again
         if not isinstance(decoded, dict) or decoded.get("method") != "tools/call" or "id" not in decoded:
             return None
         params = decoded.get("params")
-        if not isinstance(params, dict) or "requestState" in params or "inputResponses" in params:
+        if not isinstance(params, dict):
+            return None
+        if not resolving and ("requestState" in params or "inputResponses" in params):
             return None
         name = params.get("name")
         if not isinstance(name, str):
             return None
-        tool = self._tool(name)
+        tool = self._resolving_tool(name) if resolving else self._tool(name)
         if tool is None:
             return None
         return decoded, params, tool
@@ -238,6 +272,97 @@ class FastPath:
             current_request.reset(token)
         return self._respond(call, outcome)
 
+    # -- tools with resolvers (2026-07-28) -------------------------------------------------------
+
+    def handle_resolving_sync(self, request: HTTPRequest) -> HTTPResponse | None:
+        """A 2026-07-28 call of a tool with resolvers, from the calling (WSGI) thread, after
+        :func:`~mcp_common.state.prepare_blocking` redeemed its handle; ``None``: full path."""
+        parsed = self._parse(request, resolving=True)
+        if parsed is None:
+            return None
+        decoded, params, tool = parsed
+        headers = request.headers
+        requested = headers.get("mcp-protocol-version")
+        if requested is None or requested in HANDSHAKE_PROTOCOL_VERSIONS or headers.get("mcp-method") != "tools/call":
+            return None
+        boundary = _sdk.request_state_boundary(self.endpoint.server)
+        if boundary is None or self._params_type is None:
+            return None
+        verdict = classify_inbound_request(decoded, headers=dict(headers))
+        if isinstance(verdict, InboundLadderRejection) or verdict.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return None
+        validated = self._validate(tool, verdict.protocol_version, params, headers)
+        if validated is None:
+            return None
+        call = _Call(decoded["id"], tool, verdict.protocol_version, validated)
+        from mcp_common.endpoint import current_request
+
+        token = current_request.set(request)
+        try:
+            outcome = self.endpoint.runner.run(
+                self._resolve(request, call, params, verdict.client_capabilities, boundary)
+            )
+            if isinstance(outcome, _Resolved):
+                outcome = self._call_sync(tool, {**validated, **outcome.values})
+        finally:
+            current_request.reset(token)
+        if isinstance(outcome, dict):
+            # input_required, its state sealed by the boundary: persisted here, as a handle.
+            from mcp_common.state import persist_sync
+
+            result = persist_sync(self.endpoint, "tools/call", params, request.principal, outcome)
+            return json_response({"jsonrpc": "2.0", "id": call.request_id, "result": result})
+        return self._respond(call, outcome)
+
+    async def _resolve(
+        self, request: HTTPRequest, call: _Call, params: dict[str, Any], raw_capabilities: Any, boundary: Any
+    ) -> Any:
+        """On the endpoint's loop: the request-state boundary around the SDK's resolver walk.
+
+        Gives the wire dict of an ``input_required`` answer (state sealed), an ``MCPError``, a
+        tool-error result, :class:`_Resolved` values for a synchronous tool body (run by the
+        caller, in its thread), or an async tool body's outcome.
+        """
+        from mcp_common.endpoint import current_request
+
+        token = current_request.set(request)
+        try:
+            tool = call.tool
+            server = self.endpoint.server
+            ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
+                session=_EnvelopeSession(_sdk.client_capabilities(raw_capabilities)),  # type: ignore[arg-type]
+                lifespan_context=self.endpoint.lifespan_state,
+                protocol_version=call.version,
+                method="tools/call",
+                params=params,
+                request_id=call.request_id,
+            )
+
+            async def walk(ctx: ServerRequestContext[Any, Any]) -> Any:
+                assert self._params_type is not None
+                typed = self._params_type.model_validate(ctx.params, by_name=False)
+                context = ToolContext(request_context=ctx, mcp_server=server, input_params=typed)
+                try:
+                    with self.endpoint.tool_context():
+                        resolved = await _sdk.resolve_tool_arguments(tool, call.validated, context)
+                except Exception as exc:
+                    return _Failed(exc)
+                if isinstance(resolved, InputRequiredResult):
+                    return self._wire_result(call.version, resolved)
+                return _Resolved(resolved)
+
+            try:
+                outcome = await boundary(ctx, walk)
+            except MCPError as exc:
+                return exc
+            if isinstance(outcome, _Failed):
+                return self._failure(tool, outcome.exc)
+            if isinstance(outcome, _Resolved) and tool.is_async:
+                return await self._call_async(tool, {**call.validated, **outcome.values})
+            return outcome
+        finally:
+            current_request.reset(token)
+
     def _call_sync(self, tool: Any, validated: dict[str, Any]) -> Any:
         try:
             with self.endpoint.tool_context():
@@ -288,14 +413,22 @@ class FastPath:
             reply = _reply(call.request_id, None, outcome)
             # A legacy session answers errors with HTTP 200, as its stream would carry them.
             return json_response(reply, 200 if call.session_id else _reply_status(reply), headers=headers)
+        dumped = self._wire_result(call.version, outcome)
+        if isinstance(dumped, MCPError):
+            reply = _reply(call.request_id, None, dumped)
+            return json_response(reply, 200 if call.session_id else _reply_status(reply), headers=headers)
+        return json_response({"jsonrpc": "2.0", "id": call.request_id, "result": dumped}, headers=headers)
+
+    def _wire_result(self, version: str, outcome: Any) -> dict[str, Any] | MCPError:
+        """A result model shaped for the wire as the SDK's runner shapes it: dumped, sieved by
+        the version's result surface, ``resultType`` and the ``serverInfo`` stamp filled."""
         dumped = outcome.model_dump(by_alias=True, mode="json", exclude_none=True)
         try:
-            dumped = serialize_server_result("tools/call", call.version, dumped)
+            dumped = serialize_server_result("tools/call", version, dumped)
         except ValidationError:
             logger.exception("handler for 'tools/call' returned an invalid result")
-            reply = _reply(call.request_id, None, MCPError(code=-32603, message="Handler returned an invalid result"))
-            return json_response(reply, 200 if call.session_id else _reply_status(reply), headers=headers)
-        if call.version in MODERN_PROTOCOL_VERSIONS:
+            return MCPError(code=-32603, message="Handler returned an invalid result")
+        if version in MODERN_PROTOCOL_VERSIONS:
             if dumped.get("resultType") is None:
                 dumped["resultType"] = "complete"
             meta = dumped.get("_meta")
@@ -303,7 +436,7 @@ class FastPath:
                 dumped["_meta"] = {SERVER_INFO_META_KEY: self._server_info}
             elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
                 dumped["_meta"] = {**meta, SERVER_INFO_META_KEY: self._server_info}
-        return json_response({"jsonrpc": "2.0", "id": call.request_id, "result": dumped}, headers=headers)
+        return dumped
 
 
 @dataclass
@@ -313,3 +446,24 @@ class _Call:
     version: str
     validated: dict[str, Any]
     session_id: str | None = None
+
+
+class _EnvelopeSession:
+    """What a resolver walk reads of the session on the 2026-07-28 wire: the capabilities the
+    request's envelope declares, and no back-channel."""
+
+    __slots__ = ("client_capabilities",)
+    can_send_request = False
+
+    def __init__(self, client_capabilities: Any) -> None:
+        self.client_capabilities = client_capabilities
+
+
+@dataclass
+class _Resolved:
+    values: dict[str, Any]
+
+
+@dataclass
+class _Failed:
+    exc: Exception

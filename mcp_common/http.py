@@ -27,6 +27,8 @@ class HTTPRequest:
     """Its 2026-07-28 request-state handle was already redeemed (in the request's thread)."""
     defer_persist: bool = False
     """A JSON ``input_required`` answer is persisted by the caller, in the request's thread."""
+    parsed: Any = None
+    """The body, already decoded as JSON by an earlier step (``None``: not decoded yet)."""
 
     def header(self, name: str, default: str | None = None) -> str | None:
         return self.headers.get(name.lower(), default)

@@ -117,10 +117,12 @@ async def handle_modern(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPResp
         return error_response(406, INVALID_REQUEST, "Not Acceptable: Accept must list application/json")
     if not is_json_content(request.headers):
         return error_response(400, INVALID_REQUEST, "Invalid Content-Type header: expected application/json")
-    try:
-        decoded = json.loads(request.body)
-    except (ValueError, RecursionError):
-        return error_response(400, PARSE_ERROR, "Parse error")
+    decoded = request.parsed
+    if decoded is None:
+        try:
+            decoded = json.loads(request.body)
+        except (ValueError, RecursionError):
+            return error_response(400, PARSE_ERROR, "Parse error")
     if isinstance(decoded, dict) and "id" not in decoded:
         return _acknowledge_notification(decoded, request)
     try:

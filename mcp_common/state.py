@@ -196,16 +196,18 @@ def prepare_blocking(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPRequest
     """Before a blocking (WSGI) 2026-07-28 request hops onto the event loop: redeem its handle
     here, in the request's thread, and mark the request so the loop side neither redeems it
     again nor persists a JSON answer (:func:`finish_blocking` does, here too)."""
-    try:
-        decoded = json.loads(request.body)
-    except (ValueError, RecursionError):
-        return request
+    decoded = request.parsed
+    if decoded is None:
+        try:
+            decoded = json.loads(request.body)
+        except (ValueError, RecursionError):
+            return request
     if not isinstance(decoded, dict) or decoded.get("method") not in INPUT_REQUIRED_METHODS or "id" not in decoded:
         return request
     params = decoded.get("params")
     if not isinstance(params, dict):
         return request
-    prepared = replace(request, state_ready=True, defer_persist=True)
+    prepared = replace(request, state_ready=True, defer_persist=True, parsed=decoded)
     if params.get("requestState") is None:
         return prepared
     if check_request(endpoint.config, request.headers, len(request.body)) is not None:
@@ -217,7 +219,8 @@ def prepare_blocking(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPRequest
 
         reply = _reply(decoded["id"], None, exc)
         return json_response(reply, _reply_status(reply))
-    return replace(prepared, body=dumps({**decoded, "params": new_params}).encode())
+    redeemed = {**decoded, "params": new_params}
+    return replace(prepared, body=dumps(redeemed).encode(), parsed=redeemed)
 
 
 def finish_blocking(endpoint: MCPEndpoint, request: HTTPRequest, response: HTTPResponse) -> HTTPResponse:
@@ -229,7 +232,7 @@ def finish_blocking(endpoint: MCPEndpoint, request: HTTPRequest, response: HTTPR
     result = reply.get("result")
     if not is_input_required(result):
         return response
-    decoded = json.loads(request.body)
+    decoded = request.parsed if request.parsed is not None else json.loads(request.body)
     reply["result"] = persist_sync(endpoint, decoded["method"], decoded.get("params"), request.principal, result)
     return json_response(reply, response.status, headers=response.headers)
 

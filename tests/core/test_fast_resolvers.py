@@ -1,0 +1,363 @@
+"""Tools with resolvers on the 2026-07-28 wire: the fast path answers every round exactly as the
+SDK's full path does (questions, sealed-then-persisted state, answers, errors), each path
+accepts the other's handles, and whatever the fast path cannot walk goes to the full path."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Annotated, Any
+
+import pytest
+from mcp.server import MCPServer
+from mcp.server.mcpserver import (
+    AcceptedElicitation,
+    CancelledElicitation,
+    Context,
+    DeclinedElicitation,
+    Elicit,
+    ElicitationResult,
+    Resolve,
+)
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel
+
+from mcp_common import HTTPRequest, HTTPResponse, MCPConfig, MCPEndpoint, MemoryStore
+from mcp_common import fast as fast_module
+from mcp_common.elicitation import ElicitUrl, UrlConsent
+from mcp_common.state import prepare_blocking
+from tests.core.test_endpoint import SECRET, modern_call
+
+
+class Name(BaseModel):
+    name: str
+
+
+class Ok(BaseModel):
+    ok: bool
+
+
+class Age(BaseModel):
+    years: int
+
+
+async def ask_name() -> Name | Elicit[Name]:
+    return Elicit("Who are you?", Name)
+
+
+def ask_ok(text: str) -> Ok | Elicit[Ok]:
+    """A synchronous resolver reading a tool argument by name."""
+    return Elicit(f"Really {text}?", Ok)
+
+
+async def ask_age(who: Annotated[Name, Resolve(ask_name)]) -> Age | Elicit[Age]:
+    return Elicit(f"How old is {who.name}?", Age)
+
+
+async def shouted(text: str) -> str:
+    return text.upper()
+
+
+async def refuse() -> Name | Elicit[Name]:
+    raise ToolError("not today")
+
+
+async def crash() -> Name | Elicit[Name]:
+    raise ValueError("secret internals")
+
+
+async def from_context(ctx: Context) -> Name | Elicit[Name]:
+    return Elicit(f"Who are you (request {ctx.request_id})?", Name)
+
+
+async def deposit(booking_id: str) -> ElicitUrl:
+    return ElicitUrl(
+        "Pay the deposit.", url=f"https://pay.example.com/{booking_id}", elicitation_id=f"dep-{booking_id}"
+    )
+
+
+def build_server() -> MCPServer:
+    server = MCPServer("FastResolvers")
+
+    @server.tool()
+    def greet(who: Annotated[Name, Resolve(ask_name)]) -> str:
+        return f"Hello, {who.name}!"
+
+    @server.tool()
+    async def agreet(who: Annotated[Name, Resolve(ask_name)]) -> str:
+        return f"Hello again, {who.name}!"
+
+    @server.tool()
+    def confirm(text: str, ok: Annotated[Ok, Resolve(ask_ok)]) -> str:
+        return f"echo: {text}" if ok.ok else "not confirmed"
+
+    @server.tool()
+    def maybe(who: Annotated[ElicitationResult[Name], Resolve(ask_name)]) -> str:
+        match who:
+            case AcceptedElicitation(data=data):
+                return f"got {data.name}"
+            case DeclinedElicitation():
+                return "declined"
+            case CancelledElicitation():
+                return "cancelled"
+
+    @server.tool()
+    def both(text: str, who: Annotated[Name, Resolve(ask_name)], ok: Annotated[Ok, Resolve(ask_ok)]) -> str:
+        return f"{who.name} says {text}: {ok.ok}"
+
+    @server.tool()
+    def aged(age: Annotated[Age, Resolve(ask_age)]) -> str:
+        return f"{age.years} years"
+
+    @server.tool()
+    def upper(text: str, loud: Annotated[str, Resolve(shouted)]) -> str:
+        return loud
+
+    @server.tool()
+    def refused(who: Annotated[Name, Resolve(refuse)]) -> str:
+        return who.name
+
+    @server.tool()
+    def crashed(who: Annotated[Name, Resolve(crash)]) -> str:
+        return who.name
+
+    @server.tool()
+    def contextual(who: Annotated[Name, Resolve(from_context)]) -> str:
+        return who.name
+
+    @server.tool()
+    async def hold(booking_id: str, consent: Annotated[ElicitationResult[UrlConsent], Resolve(deposit)]) -> str:
+        if isinstance(consent, AcceptedElicitation):
+            return f"accepted {consent.data.elicitation_id}"
+        return consent.action
+
+    return server
+
+
+@pytest.fixture(scope="module")
+def point() -> MCPEndpoint:
+    endpoint = MCPEndpoint(build_server(), MCPConfig(secret_keys=(SECRET,)), MemoryStore())
+    endpoint.handle(modern_call("upper", {"text": "warm"}))  # enters the lifespan
+    return endpoint
+
+
+def fast(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPResponse:
+    prepared = prepare_blocking(endpoint, request)
+    assert not isinstance(prepared, HTTPResponse), prepared.body
+    response = endpoint.fast.handle_resolving_sync(prepared)
+    assert response is not None, "the fast path should have taken this call"
+    return response
+
+
+def full(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPResponse:
+    return endpoint.runner.run(endpoint.handle_async(request))
+
+
+HANDLE = re.compile(r"^mcp1\.[0-9a-f]{32}\.[A-Za-z0-9_-]+$")
+
+
+def masked(response: HTTPResponse) -> tuple[int, Any]:
+    """Status and body, with the (random) request-state handle checked and masked."""
+    data = json.loads(response.body)
+    result = data.get("result") or {}
+    if "requestState" in result:
+        assert HANDLE.match(result["requestState"]), result["requestState"]
+        result["requestState"] = "<handle>"
+    return response.status, data
+
+
+def call(name: str, arguments: dict[str, Any], capabilities: dict[str, Any] | None = None, **extra: Any):
+    request = modern_call(name, arguments, **extra)
+    if capabilities is not None:
+        body = json.loads(request.body)
+        body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = capabilities
+        request.body = json.dumps(body).encode()
+    return request
+
+
+def answers(response: HTTPResponse, reply: dict[str, Any] | Any) -> dict[str, Any]:
+    """inputResponses for every question of an input_required answer (``reply`` per key, or one for all)."""
+    result = json.loads(response.body)["result"]
+    assert result["resultType"] == "input_required", result
+    return {key: reply(key) if callable(reply) else reply for key in result["inputRequests"]}
+
+
+FIRST_ROUNDS = [
+    ("greet", {}),
+    ("agreet", {}),
+    ("confirm", {"text": "hi"}),
+    ("maybe", {}),
+    ("both", {"text": "hi"}),
+    ("aged", {}),
+    ("upper", {"text": "hi"}),
+    ("refused", {}),
+    ("crashed", {}),
+    ("hold", {"booking_id": "42"}),
+    ("greet", {"unexpected": 1}),
+]
+
+
+@pytest.mark.parametrize(("name", "arguments"), FIRST_ROUNDS, ids=[n for n, _ in FIRST_ROUNDS])
+def test_first_round_answers_alike(point: MCPEndpoint, name: str, arguments: dict[str, Any]) -> None:
+    assert masked(fast(point, call(name, arguments))) == masked(full(point, call(name, arguments)))
+
+
+ACCEPT = {
+    "greet": {"name": "Ada"},
+    "agreet": {"name": "Ada"},
+    "confirm": {"ok": True},
+    "maybe": {"name": "Ada"},
+}
+REPLIES = [
+    ("accept", lambda content: {"action": "accept", "content": content}),
+    ("decline", lambda content: {"action": "decline"}),
+    ("cancel", lambda content: {"action": "cancel"}),
+    ("wrong-content", lambda content: {"action": "accept", "content": {"nope": 1}}),
+    ("no-content", lambda content: {"action": "accept"}),
+]
+
+
+@pytest.mark.parametrize("name", sorted(ACCEPT))
+@pytest.mark.parametrize(("kind", "reply"), REPLIES, ids=[k for k, _ in REPLIES])
+def test_retry_with_answers_answers_alike_and_each_path_takes_the_others_handle(
+    point: MCPEndpoint, name: str, kind: str, reply: Any
+) -> None:
+    arguments = {"text": "hi"} if name == "confirm" else {}
+    outcomes = []
+    for ask, retry in [(fast, fast), (full, full), (fast, full), (full, fast)]:
+        asked = ask(point, call(name, arguments))
+        state = json.loads(asked.body)["result"]["requestState"]
+        responses = answers(asked, reply(ACCEPT[name]))
+        outcomes.append(masked(retry(point, call(name, arguments, inputResponses=responses, requestState=state))))
+    assert outcomes[0][0] == 200
+    assert outcomes[0] == outcomes[1] == outcomes[2] == outcomes[3]
+
+
+def test_dependent_resolvers_take_two_rounds_alike(point: MCPEndpoint) -> None:
+    for path in (fast, full):
+        first = path(point, call("aged", {}))
+        ((key, question),) = json.loads(first.body)["result"]["inputRequests"].items()
+        assert question["params"]["message"] == "Who are you?"
+        second = path(
+            point,
+            call(
+                "aged",
+                {},
+                inputResponses={key: {"action": "accept", "content": {"name": "Ada"}}},
+                requestState=json.loads(first.body)["result"]["requestState"],
+            ),
+        )
+        ((key2, question2),) = json.loads(second.body)["result"]["inputRequests"].items()
+        assert question2["params"]["message"] == "How old is Ada?"
+        third = path(
+            point,
+            call(
+                "aged",
+                {},
+                inputResponses={key2: {"action": "accept", "content": {"years": 36}}},
+                requestState=json.loads(second.body)["result"]["requestState"],
+            ),
+        )
+        assert json.loads(third.body)["result"]["content"][0]["text"] == "36 years"
+
+
+def test_two_questions_are_batched_and_answered_alike(point: MCPEndpoint) -> None:
+    results = []
+    for path in (fast, full):
+        asked = path(point, call("both", {"text": "hi"}))
+        content = {"ok": True, "name": "Ada"}
+
+        def reply(key: str, content: dict[str, Any] = content) -> dict[str, Any]:
+            field = "ok" if key.endswith("ask_ok") else "name"
+            return {"action": "accept", "content": {field: content[field]}}
+
+        state = json.loads(asked.body)["result"]["requestState"]
+        retry = call("both", {"text": "hi"}, inputResponses=answers(asked, reply), requestState=state)
+        results.append(masked(path(point, retry)))
+    assert results[0] == results[1]
+    assert results[0][1]["result"]["content"][0]["text"] == "Ada says hi: True"
+
+
+@pytest.mark.parametrize(
+    "capabilities",
+    [{}, {"elicitation": {"url": {}}}, {"elicitation": {"form": {}}}, {"elicitation": "not an object"}],
+    ids=["none", "url-only", "form", "malformed"],
+)
+def test_client_capabilities_are_checked_alike(point: MCPEndpoint, capabilities: dict[str, Any]) -> None:
+    expected = masked(full(point, call("greet", {}, capabilities)))
+    if capabilities.get("elicitation") == "not an object":
+        # The request surface refuses it: the fast path steps aside, the full path answers.
+        assert point.fast.handle_resolving_sync(prepare_blocking(point, call("greet", {}, capabilities))) is None
+        assert expected[0] == 400
+        assert masked(point.handle(call("greet", {}, capabilities))) == expected
+        return
+    assert masked(fast(point, call("greet", {}, capabilities))) == expected
+
+
+def test_url_resolver_round_trip_on_the_fast_path(point: MCPEndpoint) -> None:
+    asked = fast(point, call("hold", {"booking_id": "7"}))
+    result = json.loads(asked.body)["result"]
+    ((key, question),) = result["inputRequests"].items()
+    assert question["params"] == {
+        "mode": "url",
+        "message": "Pay the deposit.",
+        "url": "https://pay.example.com/7",
+        "elicitationId": "dep-7",
+    }
+    retry = call(
+        "hold", {"booking_id": "7"}, inputResponses={key: {"action": "accept"}}, requestState=result["requestState"]
+    )
+    assert json.loads(fast(point, retry).body)["result"]["content"][0]["text"] == "accepted dep-7"
+    (row,) = point.store.find_elicitations("dep-7")
+    assert (row.mode, row.status) == ("url", "accepted")
+
+
+def test_bad_state_is_refused_alike_and_a_handle_is_single_use(point: MCPEndpoint) -> None:
+    asked = fast(point, call("greet", {}))
+    state = json.loads(asked.body)["result"]["requestState"]
+    responses = answers(asked, {"action": "accept", "content": {"name": "Ada"}})
+    assert json.loads(point.handle(call("greet", {}, inputResponses=responses, requestState=state)).body)["result"]
+    replayed = point.handle(call("greet", {}, inputResponses=responses, requestState=state))
+    forged = point.handle(call("greet", {}, inputResponses=responses, requestState="mcp1.x.y"))
+    for response in (replayed, forged):
+        assert response.status == 400
+        assert json.loads(response.body)["error"]["data"] == {"reason": "invalid_request_state"}
+
+
+def test_what_the_fast_path_leaves_to_the_full_path(point: MCPEndpoint, monkeypatch: pytest.MonkeyPatch) -> None:
+    def taken(request: HTTPRequest) -> bool:
+        prepared = prepare_blocking(point, request)
+        return point.fast.handle_resolving_sync(prepared) is not None
+
+    # A resolver that takes the Context could notify or log through it.
+    assert not taken(call("contextual", {}))
+    assert json.loads(point.handle(call("contextual", {})).body)["result"]["resultType"] == "input_required"
+    # The legacy era asks over the session's back-channel.
+    legacy = call("greet", {})
+    legacy.headers["mcp-protocol-version"] = "2025-11-25"
+    assert not taken(legacy)
+    # Tools without resolvers, and requests the full path must refuse, with its exact error.
+    assert not taken(call("no_such_tool", {}))
+    assert not taken(call("greet", {"text": 5}, _meta="not an object"))
+    monkeypatch.setattr(fast_module, "_otel_active", lambda: True)
+    assert not taken(call("greet", {}))
+
+
+def test_the_wsgi_entry_serves_resolver_calls_on_the_fast_path(
+    point: MCPEndpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served = []
+    original = point.fast.handle_resolving_sync
+
+    def spy(request: HTTPRequest) -> HTTPResponse | None:
+        response = original(request)
+        served.append(response is not None)
+        return response
+
+    monkeypatch.setattr(point.fast, "handle_resolving_sync", spy)
+    asked = point.handle(call("greet", {}))
+    state = json.loads(asked.body)["result"]["requestState"]
+    responses = answers(asked, {"action": "accept", "content": {"name": "Lin"}})
+    done = point.handle(call("greet", {}, inputResponses=responses, requestState=state))
+    assert json.loads(done.body)["result"]["content"][0]["text"] == "Hello, Lin!"
+    assert served == [True, True]
