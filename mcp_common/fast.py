@@ -148,13 +148,10 @@ class FastPath:
         has_json, has_sse = accepts(headers)
         if not (has_json and has_sse) or not is_json_content(headers):
             return None
-        decoded = request.parsed
-        if decoded is None:
-            try:
-                decoded = json.loads(request.body)
-            except (ValueError, RecursionError):
-                return None
-            request.parsed = decoded  # the steps after this one need not decode it again
+        try:
+            decoded = request.json()
+        except (ValueError, RecursionError):
+            return None
         if not isinstance(decoded, dict) or decoded.get("method") != "tools/call" or "id" not in decoded:
             return None
         params = decoded.get("params")
@@ -187,6 +184,21 @@ class FastPath:
         except Exception:
             return None  # the full path reports it, with the SDK's exact message
 
+    def _modern(
+        self, decoded: dict[str, Any], params: dict[str, Any], tool: Any, headers: Mapping[str, str]
+    ) -> tuple[_Call, Any] | None:
+        """A 2026-07-28 call and its envelope's raw client capabilities, when the SDK's inbound
+        classifier and request surface accept it; else ``None`` (the full path answers)."""
+        if headers.get("mcp-method") != "tools/call":
+            return None
+        verdict = classify_inbound_request(decoded, headers=dict(headers))
+        if isinstance(verdict, InboundLadderRejection) or verdict.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return None
+        validated = self._validate(tool, verdict.protocol_version, params, headers)
+        if validated is None:
+            return None
+        return _Call(decoded["id"], tool, verdict.protocol_version, validated), verdict.client_capabilities
+
     def _admit(self, request: HTTPRequest, lookup: Any = None) -> _Call | None:
         """The call to serve, or ``None`` for the full path.
 
@@ -200,15 +212,8 @@ class FastPath:
         headers = request.headers
         requested = headers.get("mcp-protocol-version")
         if requested is not None and requested not in HANDSHAKE_PROTOCOL_VERSIONS:
-            if headers.get("mcp-method") != "tools/call":
-                return None
-            verdict = classify_inbound_request(decoded, headers=dict(headers))
-            if isinstance(verdict, InboundLadderRejection) or verdict.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-                return None
-            validated = self._validate(tool, verdict.protocol_version, params, headers)
-            if validated is None:
-                return None
-            return _Call(decoded["id"], tool, verdict.protocol_version, validated)
+            modern = self._modern(decoded, params, tool, headers)
+            return modern[0] if modern is not None else None
         # Legacy era: the session is read (one query), as the full path reads it.
         session_id = headers.get("mcp-session-id")
         meta = params.get("_meta")
@@ -283,25 +288,21 @@ class FastPath:
         decoded, params, tool = parsed
         headers = request.headers
         requested = headers.get("mcp-protocol-version")
-        if requested is None or requested in HANDSHAKE_PROTOCOL_VERSIONS or headers.get("mcp-method") != "tools/call":
+        if requested is None or requested in HANDSHAKE_PROTOCOL_VERSIONS:
             return None
         boundary = _sdk.request_state_boundary(self.endpoint.server)
         if boundary is None or self._params_type is None:
             return None
-        verdict = classify_inbound_request(decoded, headers=dict(headers))
-        if isinstance(verdict, InboundLadderRejection) or verdict.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        modern = self._modern(decoded, params, tool, headers)
+        if modern is None:
             return None
-        validated = self._validate(tool, verdict.protocol_version, params, headers)
-        if validated is None:
-            return None
-        call = _Call(decoded["id"], tool, verdict.protocol_version, validated)
+        call, capabilities = modern
+        validated = call.validated
         from mcp_common.endpoint import current_request
 
         token = current_request.set(request)
         try:
-            outcome = self.endpoint.runner.run(
-                self._resolve(request, call, params, verdict.client_capabilities, boundary)
-            )
+            outcome = self.endpoint.runner.run(self._resolve(request, call, params, capabilities, boundary))
             if isinstance(outcome, _Resolved):
                 outcome = self._call_sync(tool, {**validated, **outcome.values})
         finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,15 @@ class HTTPRequest:
 
     def header(self, name: str, default: str | None = None) -> str | None:
         return self.headers.get(name.lower(), default)
+
+    def json(self) -> Any:
+        """The body decoded as JSON, decoded once: the steps after the first reuse it.
+
+        Raises ``ValueError`` (or ``RecursionError``) for a body that is not JSON.
+        """
+        if self.parsed is None:
+            self.parsed = json.loads(self.body)
+        return self.parsed
 
 
 @dataclass

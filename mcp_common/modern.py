@@ -9,7 +9,6 @@ logging) before it finishes; then the response becomes an SSE stream.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -117,12 +116,10 @@ async def handle_modern(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPResp
         return error_response(406, INVALID_REQUEST, "Not Acceptable: Accept must list application/json")
     if not is_json_content(request.headers):
         return error_response(400, INVALID_REQUEST, "Invalid Content-Type header: expected application/json")
-    decoded = request.parsed
-    if decoded is None:
-        try:
-            decoded = json.loads(request.body)
-        except (ValueError, RecursionError):
-            return error_response(400, PARSE_ERROR, "Parse error")
+    try:
+        decoded = request.json()
+    except (ValueError, RecursionError):
+        return error_response(400, PARSE_ERROR, "Parse error")
     if isinstance(decoded, dict) and "id" not in decoded:
         return _acknowledge_notification(decoded, request)
     try:

@@ -196,12 +196,10 @@ def prepare_blocking(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPRequest
     """Before a blocking (WSGI) 2026-07-28 request hops onto the event loop: redeem its handle
     here, in the request's thread, and mark the request so the loop side neither redeems it
     again nor persists a JSON answer (:func:`finish_blocking` does, here too)."""
-    decoded = request.parsed
-    if decoded is None:
-        try:
-            decoded = json.loads(request.body)
-        except (ValueError, RecursionError):
-            return request
+    try:
+        decoded = request.json()
+    except (ValueError, RecursionError):
+        return request
     if not isinstance(decoded, dict) or decoded.get("method") not in INPUT_REQUIRED_METHODS or "id" not in decoded:
         return request
     params = decoded.get("params")
@@ -232,7 +230,7 @@ def finish_blocking(endpoint: MCPEndpoint, request: HTTPRequest, response: HTTPR
     result = reply.get("result")
     if not is_input_required(result):
         return response
-    decoded = request.parsed if request.parsed is not None else json.loads(request.body)
+    decoded = request.json()
     reply["result"] = persist_sync(endpoint, decoded["method"], decoded.get("params"), request.principal, result)
     return json_response(reply, response.status, headers=response.headers)
 
