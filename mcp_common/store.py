@@ -81,6 +81,19 @@ class PendingRequestRecord:
     created: float
 
 
+TIME_FIELDS = frozenset({"created", "updated", "expires", "consumed", "last_seen"})
+"""Record fields holding epoch seconds (stored as timestamps)."""
+
+
+def column_values(record: Any, to_time: Callable[[float], Any]) -> dict[str, Any]:
+    """A record's fields as a row's column values, its times converted by ``to_time``."""
+    values = dict(record.__dict__)
+    for name in TIME_FIELDS.intersection(values):
+        if values[name] is not None:
+            values[name] = to_time(values[name])
+    return values
+
+
 ELICITATION_STATUSES = ("pending", "accepted", "declined", "cancelled", "completed", "expired")
 """What became of an elicitation: ``pending`` until the user answers (``accepted``,
 ``declined``, ``cancelled``); a URL-mode one becomes ``completed`` when

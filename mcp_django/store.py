@@ -24,6 +24,7 @@ from mcp_common.store import (
     PendingRequestRecord,
     RequestStateRecord,
     SessionRecord,
+    column_values,
     serial_writes,
 )
 from mcp_django.models import (
@@ -287,28 +288,9 @@ class DjangoStore:
     def save_request_state(self, state: RequestStateRecord, elicitations: list[ElicitationRecord]) -> None:
         connection = connections[_alias()]
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
-            _insert(
-                cursor,
-                connection,
-                MCPRequestState,
-                {
-                    "state_id": state.state_id,
-                    "server_name": state.server_name,
-                    "method": state.method,
-                    "target": state.target,
-                    "args_digest": state.args_digest,
-                    "principal": state.principal,
-                    "sealed": state.sealed,
-                    "created": _ts(state.created),
-                    "expires": _ts(state.expires),
-                    "consumed": _ts(state.consumed) if state.consumed is not None else None,
-                },
-            )
+            _insert(cursor, connection, MCPRequestState, column_values(state, _ts))
             for record in elicitations:
-                values = {name: getattr(record, name) for name in _ELICITATION_FIELDS}
-                for name in _TIME_FIELDS:
-                    values[name] = _ts(values[name])
-                _insert(cursor, connection, MCPElicitation, values)
+                _insert(cursor, connection, MCPElicitation, column_values(record, _ts))
 
     @_retry
     @_serial_on_sqlite
@@ -427,10 +409,7 @@ _TIME_FIELDS = ("created", "updated", "expires")
 
 
 def _elicitation_row(record: ElicitationRecord) -> MCPElicitation:
-    values = {name: getattr(record, name) for name in _ELICITATION_FIELDS}
-    for name in _TIME_FIELDS:
-        values[name] = _ts(values[name])
-    return MCPElicitation(**values)
+    return MCPElicitation(**column_values(record, _ts))
 
 
 def _elicitation_record(row: MCPElicitation) -> ElicitationRecord:

@@ -13,10 +13,10 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import fields, replace
+from dataclasses import fields
 from typing import Any, ParamSpec, TypeVar
 
-from sqlalchemy import Engine, create_engine, delete, event, select, update
+from sqlalchemy import Engine, String, bindparam, create_engine, delete, event, insert, select, update
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -29,6 +29,7 @@ from mcp_common.store import (
     PendingRequestRecord,
     RequestStateRecord,
     SessionRecord,
+    column_values,
     serial_writes,
 )
 from mcp_flask.models import (
@@ -55,16 +56,13 @@ def _ts(value: float) -> dt.datetime:
 _ELICITATION_FIELDS = tuple(f.name for f in fields(ElicitationRecord))
 _ELICITATION_TIMES = ("created", "updated", "expires")
 _NO_SYNC: dict[str, Any] = {"synchronize_session": False}
+"""Bulk UPDATE/DELETE options: the store never keeps ORM objects across statements."""
 _CHUNK = 500
 """Session ids per ``IN (...)`` query: well under every backend's parameter limit."""
-"""Bulk UPDATE/DELETE options: the store never keeps ORM objects across statements."""
 
 
 def _elicitation_row(record: ElicitationRecord) -> MCPElicitation:
-    values = {name: getattr(record, name) for name in _ELICITATION_FIELDS}
-    for name in _ELICITATION_TIMES:
-        values[name] = _ts(values[name])
-    return MCPElicitation(**values)
+    return MCPElicitation(**column_values(record, _ts))
 
 
 def _elicitation_record(row: MCPElicitation) -> ElicitationRecord:
@@ -112,6 +110,45 @@ def _retry(fn: Callable[P, T]) -> Callable[P, T]:
 # One process's writers take turns on SQLite (see mcp_common.store.serial_writes).
 _serial_on_sqlite = serial_writes(lambda store: store._write_lock)
 
+# The hottest statements, built once: building a statement costs more than running it here.
+_READ_SESSION = select(
+    MCPSession.session_id,
+    MCPSession.protocol_version,
+    MCPSession.client_params,
+    MCPSession.principal,
+    MCPSession.server_name,
+    MCPSession.created,
+    MCPSession.last_seen,
+).where(MCPSession.session_id == bindparam("b_session"))
+_INSERT_STATE = insert(MCPRequestState)
+_INSERT_ELICITATION = insert(MCPElicitation)
+_CLAIM_STATE = (
+    update(MCPRequestState)
+    .where(
+        MCPRequestState.state_id == bindparam("b_state"),
+        MCPRequestState.consumed.is_(None),
+        MCPRequestState.expires > bindparam("b_moment"),
+        MCPRequestState.server_name == bindparam("b_server"),
+        MCPRequestState.method == bindparam("b_method"),
+        MCPRequestState.target == bindparam("b_target"),
+        MCPRequestState.args_digest == bindparam("b_digest"),
+        MCPRequestState.principal.is_not_distinct_from(bindparam("b_principal", type_=String)),
+    )
+    .values(consumed=bindparam("b_moment"))
+)
+_READ_STATE = select(MCPRequestState.sealed, MCPRequestState.created, MCPRequestState.expires).where(
+    MCPRequestState.state_id == bindparam("b_state")
+)
+_ANSWER_STATE_ROW = (
+    update(MCPElicitation)
+    .where(
+        MCPElicitation.state_id == bindparam("b_state"),
+        MCPElicitation.request_key == bindparam("b_key"),
+        MCPElicitation.status == "pending",
+    )
+    .values(status=bindparam("b_status"), answer=bindparam("b_answer"), updated=bindparam("b_moment"))
+)
+
 
 class SQLAlchemyStore:
     """Sessions, events, pending requests, elicitations, request states and worker heartbeats
@@ -149,19 +186,20 @@ class SQLAlchemyStore:
 
     @_retry
     def get_session(self, session_id: str) -> SessionRecord | None:
-        with self._session() as s, s.begin():
-            row = s.get(MCPSession, session_id)
-            if row is None:
-                return None
-            return SessionRecord(
-                session_id=row.session_id,
-                protocol_version=row.protocol_version,
-                client_params=row.client_params,
-                principal=row.principal,
-                server_name=row.server_name,
-                created=row.created.timestamp(),
-                last_seen=row.last_seen.timestamp(),
-            )
+        # Read on every legacy request: a Core SELECT (the ORM's unit of work costs ~10x more).
+        with self.engine.connect() as conn:
+            row = conn.execute(_READ_SESSION, {"b_session": session_id}).first()
+        if row is None:
+            return None
+        return SessionRecord(
+            session_id=row.session_id,
+            protocol_version=row.protocol_version,
+            client_params=row.client_params,
+            principal=row.principal,
+            server_name=row.server_name,
+            created=row.created.timestamp(),
+            last_seen=row.last_seen.timestamp(),
+        )
 
     @_retry
     @_serial_on_sqlite
@@ -435,22 +473,11 @@ class SQLAlchemyStore:
     @_retry
     @_serial_on_sqlite
     def save_request_state(self, state: RequestStateRecord, elicitations: list[ElicitationRecord]) -> None:
-        with self._session() as s, s.begin():
-            s.add(
-                MCPRequestState(
-                    state_id=state.state_id,
-                    server_name=state.server_name,
-                    method=state.method,
-                    target=state.target,
-                    args_digest=state.args_digest,
-                    principal=state.principal,
-                    sealed=state.sealed,
-                    created=_ts(state.created),
-                    expires=_ts(state.expires),
-                    consumed=_ts(state.consumed) if state.consumed is not None else None,
-                )
-            )
-            s.add_all([_elicitation_row(record) for record in elicitations])
+        # Every 2026-07-28 question: Core INSERTs in one transaction, no ORM unit of work.
+        with self.engine.begin() as conn:
+            conn.execute(_INSERT_STATE, column_values(state, _ts))
+            if elicitations:
+                conn.execute(_INSERT_ELICITATION, [column_values(record, _ts) for record in elicitations])
 
     @_retry
     @_serial_on_sqlite
@@ -469,38 +496,36 @@ class SQLAlchemyStore:
         # The single-use guarantee is this one guarded UPDATE: of two workers redeeming the same
         # handle, exactly one sees a row change. A handle presented with the wrong binding is
         # left as it was, redeemable by the right request.
-        claim = (
-            update(MCPRequestState)
-            .where(
-                MCPRequestState.state_id == state_id,
-                MCPRequestState.consumed.is_(None),
-                MCPRequestState.expires > moment,
-                MCPRequestState.server_name == server_name,
-                MCPRequestState.method == method,
-                MCPRequestState.target == target,
-                MCPRequestState.args_digest == args_digest,
-                MCPRequestState.principal.is_not_distinct_from(principal),
-            )
-            .values(consumed=moment)
-        )
-        with self._session() as s, s.begin():
-            if s.execute(claim, execution_options=_NO_SYNC).rowcount != 1:  # type: ignore[attr-defined]
+        binding = {
+            "b_state": state_id,
+            "b_moment": moment,
+            "b_server": server_name,
+            "b_method": method,
+            "b_target": target,
+            "b_digest": args_digest,
+            "b_principal": principal,
+        }
+        with self.engine.begin() as conn:
+            if conn.execute(_CLAIM_STATE, binding).rowcount != 1:
                 return None
-            row = s.get(MCPRequestState, state_id)
-            assert row is not None  # just claimed, in this transaction
+            sealed, created, expires = conn.execute(_READ_STATE, {"b_state": state_id}).one()
             for key, (status, answer) in answers.items():
-                s.execute(
-                    update(MCPElicitation)
-                    .where(
-                        MCPElicitation.state_id == state_id,
-                        MCPElicitation.request_key == key,
-                        MCPElicitation.status == "pending",
-                    )
-                    .values(status=status, answer=answer, updated=moment),
-                    execution_options=_NO_SYNC,
+                conn.execute(
+                    _ANSWER_STATE_ROW,
+                    {"b_state": state_id, "b_key": key, "b_status": status, "b_answer": answer, "b_moment": moment},
                 )
-            record = _state_record(row)
-        return replace(record, consumed=now)
+        return RequestStateRecord(
+            state_id=state_id,
+            server_name=server_name,
+            method=method,
+            target=target,
+            args_digest=args_digest,
+            principal=principal,
+            sealed=sealed,
+            created=created.timestamp(),
+            expires=expires.timestamp(),
+            consumed=now,
+        )
 
     @_retry
     def elicitations_for_state(self, state_id: str) -> list[ElicitationRecord]:
@@ -588,8 +613,9 @@ def make_engine(uri: str | URL, options: Mapping[str, Any] | None = None) -> Eng
     """The engine the store runs on, tuned for several threads and processes.
 
     * SQLite: a 20 s lock timeout and WAL journal mode, so that several worker processes share
-      one file (readers never block the writer); an in-memory database is one shared
-      connection (``StaticPool``), usable by one process only.
+      one file (readers never block the writer), with ``synchronous=NORMAL`` as SQLite
+      recommends for WAL; an in-memory database is one shared connection (``StaticPool``),
+      usable by one process only.
     * PostgreSQL (``postgresql://`` is rewritten to ``postgresql+psycopg://``) and others:
       ``pool_pre_ping`` so a restarted database costs one retry, not an error.
     * Any engine: connections inherited through ``fork()`` (gunicorn ``--preload``) are
@@ -619,6 +645,10 @@ def _sqlite_wal(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute("PRAGMA journal_mode=WAL")
+        # SQLite's recommendation for WAL: a commit survives the application crashing and is
+        # never corrupted; only an OS crash or power loss can roll back the last commits. It
+        # saves a sync of the log file per commit (~0.2 ms).
+        cursor.execute("PRAGMA synchronous=NORMAL")
     finally:
         cursor.close()
 

@@ -183,6 +183,8 @@ def test_sqlite_file_uses_wal_and_a_lock_timeout(sqlite_uri: str) -> None:
     engine = make_engine(sqlite_uri)
     with engine.connect() as connection:
         assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        # WAL's recommended sync level: no sync of the log per commit (1 = NORMAL, 2 = FULL).
+        assert connection.exec_driver_sql("PRAGMA synchronous").scalar() == 1
     engine.dispose()
 
 
