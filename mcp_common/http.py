@@ -56,3 +56,16 @@ class HTTPResponse:
     @property
     def is_stream(self) -> bool:
         return self.stream is not None
+
+
+def environ_headers(environ: Mapping[str, Any]) -> dict[str, str]:
+    """A WSGI environ's request headers, names lower-cased (``HTTP_MCP_SESSION_ID`` ->
+    ``mcp-session-id``; ``CONTENT_TYPE`` and ``CONTENT_LENGTH`` included): one pass, no
+    framework header object."""
+    headers: dict[str, str] = {}
+    for key, value in environ.items():
+        if key.startswith("HTTP_"):
+            headers[key[5:].replace("_", "-").lower()] = value
+        elif key in ("CONTENT_TYPE", "CONTENT_LENGTH") and value:
+            headers[key.replace("_", "-").lower()] = value
+    return headers

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
@@ -11,6 +12,9 @@ from django.utils.module_loading import import_string
 from mcp_common.endpoint import MCPEndpoint
 
 _endpoints: dict[int, MCPEndpoint] = {}
+_by_reference: dict[Any, MCPEndpoint] = {}
+"""The endpoint for each way a view names its server (object, dotted path, ``None``);
+cleared when the ``MCP`` setting changes."""
 _lock = threading.Lock()
 
 
@@ -34,20 +38,29 @@ def resolve_server(server: Any) -> Any:
 
 
 def get_endpoint(server: Any) -> MCPEndpoint:
-    server = resolve_server(server)
-    endpoint = _endpoints.get(id(server))
+    """The endpoint serving ``server`` (an ``MCPServer``, a dotted path, or ``None`` for
+    ``MCP["SERVER"]``): built once per server object, then found with one dict lookup."""
+    try:
+        return _by_reference[server]
+    except (KeyError, TypeError):
+        pass
+    resolved = resolve_server(server)
+    endpoint = _endpoints.get(id(resolved))
     if endpoint is None:
         with _lock:
-            endpoint = _endpoints.get(id(server))
+            endpoint = _endpoints.get(id(resolved))
             if endpoint is None:
                 from mcp_django.conf import mcp_settings
                 from mcp_django.store import DjangoStore
 
-                endpoint = MCPEndpoint(server, mcp_settings.build_config(), DjangoStore())
-                _endpoints[id(server)] = endpoint
+                endpoint = MCPEndpoint(resolved, mcp_settings.build_config(), DjangoStore())
+                _endpoints[id(resolved)] = endpoint
+    with contextlib.suppress(TypeError):  # an unhashable reference is resolved each time
+        _by_reference[server] = endpoint
     return endpoint
 
 
 def reset_endpoints() -> None:
     with _lock:
         _endpoints.clear()
+        _by_reference.clear()

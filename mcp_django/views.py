@@ -11,7 +11,8 @@ from django.utils.decorators import classonlymethod
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
-from mcp_common.http import HTTPRequest, HTTPResponse
+from mcp_common.endpoint import MCPEndpoint
+from mcp_common.http import HTTPRequest, HTTPResponse, environ_headers
 from mcp_common.jsonrpc import error_response
 from mcp_django.registry import get_endpoint
 
@@ -37,7 +38,7 @@ def raw_host(request: HttpRequest) -> str:
 
 
 def _headers(request: HttpRequest) -> dict[str, str]:
-    headers = {name.lower(): value for name, value in request.headers.items()}
+    headers = environ_headers(request.META)
     headers["host"] = raw_host(request)
     return headers
 
@@ -68,8 +69,7 @@ class _Base(View):
         view.mcp_endpoint = True  # found by MCPMiddleware
         return view
 
-    def _translate_in(self, request: HttpRequest) -> HTTPRequest | HTTPResponse:
-        endpoint = get_endpoint(self.server)
+    def _translate_in(self, endpoint: MCPEndpoint, request: HttpRequest) -> HTTPRequest | HTTPResponse:
         body = _read(request, endpoint.config.max_body_size)
         if isinstance(body, HTTPResponse):
             return body
@@ -97,10 +97,10 @@ class MCPView(_Base):
     """Serves MCP Streamable HTTP (both protocol eras) under WSGI (runserver, gunicorn)."""
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-        translated = self._translate_in(request)
+        endpoint = get_endpoint(self.server)
+        translated = self._translate_in(endpoint, request)
         if isinstance(translated, HTTPResponse):
             return _plain(translated)
-        endpoint = get_endpoint(self.server)
         response = endpoint.handle(translated)
         if response.stream is None:
             return _plain(response)
@@ -116,16 +116,16 @@ class AsyncMCPView(_Base):
     view_is_async = True
 
     async def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:  # type: ignore[override]
-        translated = self._translate_in(request)
+        # Resolving the endpoint touches no database (a dict lookup after the first request),
+        # so it runs right here rather than as a hop to a thread.
+        endpoint = get_endpoint(self.server)
+        translated = self._translate_in(endpoint, request)
         if isinstance(translated, HTTPResponse):
             return _plain(translated)
         if translated.principal is None and hasattr(request, "auser"):
             user = await request.auser()
             if user is not None and user.is_authenticated:
                 translated.principal = f"django-user:{user.pk}"
-        # Resolving the endpoint touches no database (a dict lookup after the first request),
-        # so it runs right here rather than as a hop to a thread.
-        endpoint = get_endpoint(self.server)
         response = await endpoint.handle_from_other_loop(translated)
         if response.stream is None:
             return _plain(response)

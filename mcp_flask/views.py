@@ -11,7 +11,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from mcp_common.endpoint import MCPEndpoint
-from mcp_common.http import HTTPRequest, HTTPResponse
+from mcp_common.http import HTTPRequest, HTTPResponse, environ_headers
 from mcp_common.jsonrpc import error_response
 from mcp_flask.extension import get_state
 
@@ -55,7 +55,7 @@ class MCPView(View):
         body = read_body(endpoint.config.max_body_size)
         if isinstance(body, HTTPResponse):
             return body
-        headers = {name.lower(): value for name, value in request.headers.items()}
+        headers = environ_headers(request.environ)
         if "host" not in headers:
             # HTTP/1.0 sends no Host header: werkzeug falls back to SERVER_NAME:SERVER_PORT.
             headers["host"] = request.host
