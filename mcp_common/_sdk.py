@@ -89,6 +89,38 @@ def resolvers_take_context(tool: Any) -> bool:
     return any(param.kind == "context" for plan in tool.resolver_plans.values() for param in plan.params.values())
 
 
+_SUSPENDING_OPS = frozenset(
+    {"GET_AWAITABLE", "SEND", "YIELD_VALUE", "YIELD_FROM", "GET_AITER", "GET_ANEXT", "BEFORE_ASYNC_WITH"}
+)
+
+
+def _code_suspends(code: Any) -> bool:
+    import dis
+
+    if any(instruction.opname in _SUSPENDING_OPS for instruction in dis.get_instructions(code)):
+        return True
+    return any(_code_suspends(const) for const in code.co_consts if hasattr(const, "co_code"))
+
+
+def resolvers_never_suspend(tool: Any) -> bool:
+    """Whether every resolver in the tool's graph is an ``async def`` whose code never awaits
+    (the usual ``return Elicit(...)``): the SDK's resolver walk then completes without
+    suspending, so it needs no event loop. A synchronous resolver (the SDK runs it on a
+    worker thread) or any ``await`` in a resolver's code says no."""
+    for plan in tool.resolver_plans.values():
+        if not plan.is_async:
+            return False
+        fn = plan.fn
+        function = getattr(fn, "__func__", fn)
+        code = getattr(function, "__code__", None)
+        if code is None:
+            # A callable object: its own class's __call__ (anything else: not driven inline).
+            code = getattr(vars(type(fn)).get("__call__"), "__code__", None)
+        if code is None or _code_suspends(code):
+            return False
+    return True
+
+
 def resolve_tool_arguments(tool: Any, validated: dict[str, Any], context: Any) -> Any:
     """The SDK's own resolver walk for ``tool`` (``resolve_arguments``, as ``Tool.run`` calls
     it): a coroutine giving the injected values, or an ``InputRequiredResult``."""

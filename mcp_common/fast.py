@@ -84,6 +84,9 @@ class FastPath:
         self._base_enabled = _sdk.default_call_tool_handler(server) and not lowlevel.cache_hints.get("tools/call")
         self._eligible: dict[str, Any] = {}
         self._resolving: dict[str, Any] = {}
+        self._inline: dict[str, Any] = {}
+        """Per tool name: ``(tool, its resolvers never suspend)``, or ``False`` once a walk
+        driven without a loop turned out to need one."""
         self._header_params: dict[str, bool] = {}
         entry = lowlevel.get_request_handler("tools/call")
         self._params_type = entry.params_type if entry is not None else None
@@ -302,9 +305,21 @@ class FastPath:
 
         token = current_request.set(request)
         try:
-            outcome = self.endpoint.runner.run(self._resolve(request, call, params, capabilities, boundary))
+            outcome: Any = _NEEDS_LOOP
+            if self._inline.get(tool.name) is not False and self._never_suspends(tool):
+                outcome = _drive(self._resolve(request, call, params, capabilities, boundary, inline=True))
+                if outcome is _NEEDS_LOOP:
+                    # It did need a loop after all: the walk runs again, on the loop, as for
+                    # every call of this tool from now on (resolvers may re-run each round).
+                    self._inline[tool.name] = False
+            if outcome is _NEEDS_LOOP:
+                outcome = self.endpoint.runner.run(self._resolve(request, call, params, capabilities, boundary))
             if isinstance(outcome, _Resolved):
-                outcome = self._call_sync(tool, {**validated, **outcome.values})
+                arguments = {**validated, **outcome.values}
+                if tool.is_async:
+                    outcome = self.endpoint.runner.run(self._call_async(tool, arguments))
+                else:
+                    outcome = self._call_sync(tool, arguments)
         finally:
             current_request.reset(token)
         if isinstance(outcome, dict):
@@ -315,14 +330,29 @@ class FastPath:
             return json_response({"jsonrpc": "2.0", "id": call.request_id, "result": result})
         return self._respond(call, outcome)
 
+    def _never_suspends(self, tool: Any) -> bool:
+        inline = self._inline.get(tool.name)
+        if inline is None or inline[0] is not tool:
+            inline = (tool, _sdk.resolvers_never_suspend(tool))
+            self._inline[tool.name] = inline
+        return bool(inline[1])
+
     async def _resolve(
-        self, request: HTTPRequest, call: _Call, params: dict[str, Any], raw_capabilities: Any, boundary: Any
+        self,
+        request: HTTPRequest,
+        call: _Call,
+        params: dict[str, Any],
+        raw_capabilities: Any,
+        boundary: Any,
+        inline: bool = False,
     ) -> Any:
-        """On the endpoint's loop: the request-state boundary around the SDK's resolver walk.
+        """The request-state boundary around the SDK's resolver walk, on the endpoint's loop,
+        or (``inline``) driven in the request's thread when no resolver can suspend.
 
         Gives the wire dict of an ``input_required`` answer (state sealed), an ``MCPError``, a
-        tool-error result, :class:`_Resolved` values for a synchronous tool body (run by the
-        caller, in its thread), or an async tool body's outcome.
+        tool-error result, :class:`_Resolved` values for the tool body (the caller runs a sync
+        one in its thread; so it does an async one when ``inline``), or an async tool body's
+        outcome.
         """
         from mcp_common.endpoint import current_request
 
@@ -347,6 +377,8 @@ class FastPath:
                     with self.endpoint.tool_context():
                         resolved = await _sdk.resolve_tool_arguments(tool, call.validated, context)
                 except Exception as exc:
+                    if inline and _wants_a_loop(exc):
+                        raise _NeedsLoop from exc
                     return _Failed(exc)
                 if isinstance(resolved, InputRequiredResult):
                     return self._wire_result(call.version, resolved)
@@ -358,7 +390,7 @@ class FastPath:
                 return exc
             if isinstance(outcome, _Failed):
                 return self._failure(tool, outcome.exc)
-            if isinstance(outcome, _Resolved) and tool.is_async:
+            if isinstance(outcome, _Resolved) and tool.is_async and not inline:
                 return await self._call_async(tool, {**call.validated, **outcome.values})
             return outcome
         finally:
@@ -468,3 +500,30 @@ class _Resolved:
 @dataclass
 class _Failed:
     exc: Exception
+
+
+class _NeedsLoop(BaseException):
+    """A walk driven without an event loop reached code that needs one."""
+
+
+_NEEDS_LOOP: Any = object()
+
+
+def _wants_a_loop(exc: BaseException) -> bool:
+    return isinstance(exc, RuntimeError) and "event loop" in str(exc)
+
+
+def _drive(coroutine: Any) -> Any:
+    """Run a coroutine that should never suspend, in this thread and with no event loop; its
+    result, or ``_NEEDS_LOOP`` (the coroutine closed) when it awaits something real after all."""
+    try:
+        while True:
+            if coroutine.send(None) is not None:
+                # A future to wait on: only an event loop can.
+                coroutine.close()
+                return _NEEDS_LOOP
+            # A bare yield is ``asyncio.sleep(0)``: nothing to wait for.
+    except StopIteration as stop:
+        return stop.value
+    except _NeedsLoop:
+        return _NEEDS_LOOP

@@ -4,8 +4,10 @@ accepts the other's handles, and whatever the fast path cannot walk goes to the 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import threading
 from typing import Annotated, Any
 
 import pytest
@@ -66,6 +68,26 @@ async def crash() -> Name | Elicit[Name]:
     raise ValueError("secret internals")
 
 
+WHERE: list[str] = []
+"""The threads the ``ask_where`` and ``ask_slowly`` resolvers ran in."""
+
+
+async def ask_where() -> Name | Elicit[Name]:
+    WHERE.append(threading.current_thread().name)
+    return Elicit("Where are you?", Name)
+
+
+async def ask_slowly() -> Name | Elicit[Name]:
+    await asyncio.sleep(0)
+    WHERE.append(threading.current_thread().name)
+    return Elicit("Who are you, slowly?", Name)
+
+
+async def ask_with_loop() -> Name | Elicit[Name]:
+    asyncio.get_running_loop()  # never awaits, yet needs a running loop
+    return Elicit("Who are you, with a loop?", Name)
+
+
 async def from_context(ctx: Context) -> Name | Elicit[Name]:
     return Elicit(f"Who are you (request {ctx.request_id})?", Name)
 
@@ -124,6 +146,18 @@ def build_server() -> MCPServer:
     @server.tool()
     def contextual(who: Annotated[Name, Resolve(from_context)]) -> str:
         return who.name
+
+    @server.tool()
+    def where(who: Annotated[Name, Resolve(ask_where)]) -> str:
+        return f"{who.name} is here"
+
+    @server.tool()
+    def slow(who: Annotated[Name, Resolve(ask_slowly)]) -> str:
+        return f"{who.name}, slowly"
+
+    @server.tool()
+    def looped(who: Annotated[Name, Resolve(ask_with_loop)]) -> str:
+        return f"{who.name}, looped"
 
     @server.tool()
     async def hold(booking_id: str, consent: Annotated[ElicitationResult[UrlConsent], Resolve(deposit)]) -> str:
@@ -194,6 +228,8 @@ FIRST_ROUNDS = [
     ("crashed", {}),
     ("hold", {"booking_id": "42"}),
     ("greet", {"unexpected": 1}),
+    ("slow", {}),
+    ("looped", {}),
 ]
 
 
@@ -207,6 +243,8 @@ ACCEPT = {
     "agreet": {"name": "Ada"},
     "confirm": {"ok": True},
     "maybe": {"name": "Ada"},
+    "slow": {"name": "Ada"},
+    "looped": {"name": "Ada"},
 }
 REPLIES = [
     ("accept", lambda content: {"action": "accept", "content": content}),
@@ -361,3 +399,98 @@ def test_the_wsgi_entry_serves_resolver_calls_on_the_fast_path(
     done = point.handle(call("greet", {}, inputResponses=responses, requestState=state))
     assert json.loads(done.body)["result"]["content"][0]["text"] == "Hello, Lin!"
     assert served == [True, True]
+
+
+def test_resolvers_that_never_await_run_in_the_request_thread_the_others_on_the_loop() -> None:
+    endpoint = MCPEndpoint(build_server(), MCPConfig(secret_keys=(SECRET,)), MemoryStore())
+    endpoint.handle(modern_call("upper", {"text": "warm"}))
+    loop_thread = endpoint.runner.run(_thread_name())
+    WHERE.clear()
+    for name in ("where", "slow"):
+        asked = fast(endpoint, call(name, {}))
+        state = json.loads(asked.body)["result"]["requestState"]
+        responses = answers(asked, {"action": "accept", "content": {"name": "Ada"}})
+        done = fast(endpoint, call(name, {}, inputResponses=responses, requestState=state))
+        assert json.loads(done.body)["result"]["content"][0]["text"].startswith("Ada")
+    me = threading.current_thread().name
+    # No await in ask_where: both rounds in this (the request's) thread; ask_slowly awaits: on the loop.
+    assert [me, me, loop_thread, loop_thread] == WHERE
+    inline = endpoint.fast._inline
+    assert inline["where"][1] is True and inline["slow"][1] is False
+    # Sync resolvers run on the SDK's worker threads: never driven without a loop.
+    fast(endpoint, call("confirm", {"text": "hi"}))
+    assert inline["confirm"][1] is False
+
+
+def test_a_resolver_that_needs_a_loop_without_awaiting_is_walked_again_on_the_loop() -> None:
+    endpoint = MCPEndpoint(build_server(), MCPConfig(secret_keys=(SECRET,)), MemoryStore())
+    endpoint.handle(modern_call("upper", {"text": "warm"}))
+    asked = fast(endpoint, call("looped", {}))
+    ((_, question),) = json.loads(asked.body)["result"]["inputRequests"].items()
+    assert question["params"]["message"] == "Who are you, with a loop?"
+    # Learned once: later calls of the tool go straight to the loop.
+    assert endpoint.fast._inline["looped"] is False
+    state = json.loads(asked.body)["result"]["requestState"]
+    responses = answers(asked, {"action": "accept", "content": {"name": "Ada"}})
+    done = fast(endpoint, call("looped", {}, inputResponses=responses, requestState=state))
+    assert json.loads(done.body)["result"]["content"][0]["text"] == "Ada, looped"
+
+
+async def _thread_name() -> str:
+    return threading.current_thread().name
+
+
+class _Asker:
+    async def __call__(self) -> Name | Elicit[Name]:
+        return Elicit("Who, callable?", Name)
+
+    async def ask(self) -> Name | Elicit[Name]:
+        return Elicit("Who, method?", Name)
+
+    async def ask_awaiting(self) -> Name | Elicit[Name]:
+        await asyncio.sleep(0)
+        return Elicit("Who, awaiting?", Name)
+
+
+ASKER = _Asker()
+
+
+def test_which_resolvers_count_as_never_suspending() -> None:
+    from mcp_common import _sdk
+
+    server = MCPServer("Kinds")
+
+    @server.tool()
+    def by_object(who: Annotated[Name, Resolve(ASKER)]) -> str:
+        return who.name
+
+    @server.tool()
+    def by_method(who: Annotated[Name, Resolve(ASKER.ask)]) -> str:
+        return who.name
+
+    @server.tool()
+    def by_awaiting_method(who: Annotated[Name, Resolve(ASKER.ask_awaiting)]) -> str:
+        return who.name
+
+    @server.tool()
+    def chained(age: Annotated[Age, Resolve(ask_age)]) -> str:
+        return str(age.years)
+
+    @server.tool()
+    def sync_resolver(text: str, ok: Annotated[Ok, Resolve(ask_ok)]) -> str:
+        return text
+
+    verdicts = {name: _sdk.resolvers_never_suspend(_sdk.get_tool(server, name)) for name in _sdk_tool_names(server)}
+    assert verdicts == {
+        "by_object": True,
+        "by_method": True,
+        "by_awaiting_method": False,
+        "chained": True,
+        "sync_resolver": False,
+    }
+
+
+def _sdk_tool_names(server: MCPServer) -> list[str]:
+    from mcp_common import _sdk
+
+    return [tool.name for tool in _sdk.registered_tools(server)]
