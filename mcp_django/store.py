@@ -314,16 +314,24 @@ class DjangoStore:
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
             # The single-use guarantee is this one guarded UPDATE: of two workers redeeming the
             # same handle, exactly one sees a row change.
+            returning = _update_returning(connection)
             cursor.execute(
                 f"UPDATE {states} SET consumed = %s WHERE state_id = %s AND consumed IS NULL AND expires > %s "
-                f"AND server_name = %s AND method = %s AND target = %s AND args_digest = %s AND {principal_clause}",
+                f"AND server_name = %s AND method = %s AND target = %s AND args_digest = %s AND {principal_clause}"
+                + (" RETURNING sealed, created, expires" if returning else ""),
                 [moment, state_id, moment, server_name, method, target, args_digest]
                 + ([] if principal is None else [principal]),
             )
-            if cursor.rowcount != 1:
-                return None
-            cursor.execute(f"SELECT sealed, created, expires FROM {states} WHERE state_id = %s", [state_id])
-            sealed, created, expires = cursor.fetchone()
+            if returning:
+                claimed = cursor.fetchone()
+                if claimed is None:
+                    return None
+            else:
+                if cursor.rowcount != 1:
+                    return None
+                cursor.execute(f"SELECT sealed, created, expires FROM {states} WHERE state_id = %s", [state_id])
+                claimed = cursor.fetchone()
+            sealed, created, expires = claimed
             for key, (status, answer) in answers.items():
                 cursor.execute(
                     f"UPDATE {rows} SET status = %s, answer = %s, updated = %s "
@@ -378,6 +386,15 @@ class DjangoStore:
     def worker_seen(self, worker_id: str) -> float | None:
         beat = MCPWorker.objects.filter(worker_id=worker_id).values_list("last_beat", flat=True).first()
         return beat.timestamp() if beat is not None else None
+
+
+def _update_returning(connection: Any) -> bool:
+    """Whether ``UPDATE ... RETURNING`` saves the read-back (PostgreSQL; SQLite >= 3.35)."""
+    if connection.vendor == "postgresql":
+        return True
+    if connection.vendor == "sqlite":
+        return bool(connection.Database.sqlite_version_info >= (3, 35))
+    return False
 
 
 def _alias() -> str:

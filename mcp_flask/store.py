@@ -136,9 +136,9 @@ _CLAIM_STATE = (
     )
     .values(consumed=bindparam("b_moment"))
 )
-_READ_STATE = select(MCPRequestState.sealed, MCPRequestState.created, MCPRequestState.expires).where(
-    MCPRequestState.state_id == bindparam("b_state")
-)
+_STATE_READ_BACK = (MCPRequestState.sealed, MCPRequestState.created, MCPRequestState.expires)
+_CLAIM_STATE_RETURNING = _CLAIM_STATE.returning(*_STATE_READ_BACK)
+_READ_STATE = select(*_STATE_READ_BACK).where(MCPRequestState.state_id == bindparam("b_state"))
 _ANSWER_STATE_ROW = (
     update(MCPElicitation)
     .where(
@@ -163,6 +163,8 @@ class SQLAlchemyStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._write_lock = threading.RLock() if engine.url.get_backend_name() == "sqlite" else None
+        # PostgreSQL, SQLite >= 3.35: a claimed request state is read back by its UPDATE.
+        self._update_returning = bool(getattr(engine.dialect, "update_returning", False))
 
     def _session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)
@@ -506,9 +508,15 @@ class SQLAlchemyStore:
             "b_principal": principal,
         }
         with self.engine.begin() as conn:
-            if conn.execute(_CLAIM_STATE, binding).rowcount != 1:
-                return None
-            sealed, created, expires = conn.execute(_READ_STATE, {"b_state": state_id}).one()
+            if self._update_returning:
+                claimed = conn.execute(_CLAIM_STATE_RETURNING, binding).first()
+                if claimed is None:
+                    return None
+            else:
+                if conn.execute(_CLAIM_STATE, binding).rowcount != 1:
+                    return None
+                claimed = conn.execute(_READ_STATE, {"b_state": state_id}).one()
+            sealed, created, expires = claimed
             for key, (status, answer) in answers.items():
                 conn.execute(
                     _ANSWER_STATE_ROW,
