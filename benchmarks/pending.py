@@ -54,6 +54,12 @@ def proc_status(pid: int) -> dict[str, str]:
     return fields
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_kib(pid: int) -> int:
     return int(proc_status(pid)["VmRSS"].split()[0])
 
@@ -79,6 +85,7 @@ class Server:
             subprocess.run([sys.executable, "-m", "django", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
             app = "benchmarks.django_bench.wsgi:application"
         else:
+            subprocess.run([sys.executable, "-m", "benchmarks.flask_bench"], cwd=ROOT, env=env, check=True)
             app = "benchmarks.flask_bench:create_app()"
         command = [
             sys.executable,
@@ -260,6 +267,11 @@ def measure(framework: str, wire: str, count: int) -> dict[str, object]:
             seconds = asyncio.run(run_many(ask, server.port, count))
             time.sleep(3)  # legacy: let the last responses detach
             after_rss = rss_kib(worker)
+            # What the waiting costs the worker while nothing else happens (legacy: its poll for
+            # answers given to other workers, one query per round for all waiting tools).
+            cpu_before, started = cpu_seconds(worker), time.monotonic()
+            time.sleep(10)
+            waiting_cpu = 100 * (cpu_seconds(worker) - cpu_before) / (time.monotonic() - started)
             busy = asyncio.run(echo_latencies(server.port))
             rows = server.pending_rows() - before_rows
             return {
@@ -276,6 +288,7 @@ def measure(framework: str, wire: str, count: int) -> dict[str, object]:
                 "echo_p50_idle_ms": statistics.median(idle),
                 "echo_p50_with_pending_ms": statistics.median(busy),
                 "echo_max_with_pending_ms": max(busy),
+                "worker_cpu_pct_while_waiting": waiting_cpu,
             }
         finally:
             server.stop()
@@ -290,7 +303,7 @@ def main() -> None:
     results = [measure(args.framework, wire, args.count) for wire in args.wire.split(",")]
     print(
         f"{'wire':8} {'pending':>8} {'rows':>6} {'KiB/pending':>12} {'RSS MiB':>15} {'threads':>9} "
-        f"{'echo p50 idle':>14} {'with pending':>13} {'max':>7}"
+        f"{'echo p50 idle':>14} {'with pending':>13} {'max':>7} {'CPU waiting':>12}"
     )
     for r in results:
         rss = f"{r['rss_before_mib']:.1f}->{r['rss_after_mib']:.1f}"
@@ -298,7 +311,7 @@ def main() -> None:
         print(
             f"{r['wire']:8} {r['pending']:>8} {r['rows']:>6} {r['kib_per_pending']:>12.2f} {rss:>15} {threads:>9} "
             f"{r['echo_p50_idle_ms']:>11.1f} ms {r['echo_p50_with_pending_ms']:>10.1f} ms "
-            f"{r['echo_max_with_pending_ms']:>5.0f}"
+            f"{r['echo_max_with_pending_ms']:>5.0f} {r['worker_cpu_pct_while_waiting']:>10.1f} %"
         )
     print(json.dumps(results, indent=2))
 

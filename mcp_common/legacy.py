@@ -355,7 +355,9 @@ class AnswerPoller:
     An answer that reaches this process wakes its tool at once. One that reaches another
     worker is found here by one ``answered_since`` query per round, however many tools wait,
     and a batched existence check notices sessions ended elsewhere (their pending rows go with
-    them). The round is ``poll_interval`` while questions are fresh, growing to a second.
+    them). Being one query for all, a round can be short: a fifth of ``poll_interval`` after a
+    question is asked (a client program answers within milliseconds), growing with the age of
+    the newest question to a second (a human takes seconds).
     """
 
     def __init__(self, protocol: LegacyProtocol) -> None:
@@ -374,7 +376,7 @@ class AnswerPoller:
         if self._task is None or self._task.done() or self._loop is not loop:
             self._loop, self._kick = loop, asyncio.Event()
             self._task = loop.create_task(self._run(), name="mcp-answer-poller")
-        elif self._sleeping > 2 * self.protocol.endpoint.config.poll_interval:
+        elif self._sleeping > self.protocol.endpoint.config.poll_interval / 2:
             # Backed off while older questions waited: a fresh one is polled for promptly.
             self._kick.set()
 
@@ -387,7 +389,7 @@ class AnswerPoller:
     async def _run(self) -> None:
         endpoint = self.protocol.endpoint
         waiters = self.protocol.waiters
-        base = endpoint.config.poll_interval
+        base = endpoint.config.poll_interval / 5
         since = time.time() - ANSWER_CLOCK_SKEW
         next_check = time.monotonic() + base
         while self._keys:

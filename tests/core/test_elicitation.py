@@ -521,7 +521,7 @@ def test_tools_waiting_in_one_worker_share_one_poll_for_answers_given_to_another
     texts = {json.loads(e.message)["result"]["content"][0]["text"] for e in store._events if e.final}
     assert texts >= {f"Interviewed N{n}" for n in range(40)}
     assert store.calls["get_pending"] == 0
-    assert 1 <= store.calls["answered_since"] <= elapsed / 0.05 + 2
+    assert 1 <= store.calls["answered_since"] <= elapsed / (0.05 / 5) + 2  # one per round, at most
     assert all(row.status == "accepted" for row in store._elicitations.values())
 
 
