@@ -211,6 +211,11 @@ class MCPEndpoint:
         fast = await self.fast.handle_async(request)
         if fast is not None:
             return fast
+        version = request.header("mcp-protocol-version")
+        if self.persist_state and version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            fast = await self.fast.handle_resolving_async(request)
+            if fast is not None:
+                return fast
         return await self.runner.run_async(self.handle_async(request))
 
     def iter_body(self, response: HTTPResponse) -> Iterator[bytes]:

@@ -282,9 +282,9 @@ class FastPath:
 
     # -- tools with resolvers (2026-07-28) -------------------------------------------------------
 
-    def handle_resolving_sync(self, request: HTTPRequest) -> HTTPResponse | None:
-        """A 2026-07-28 call of a tool with resolvers, from the calling (WSGI) thread, after
-        :func:`~mcp_common.state.prepare_blocking` redeemed its handle; ``None``: full path."""
+    def _admit_resolving(self, request: HTTPRequest) -> tuple[_Call, dict[str, Any], Any, Any] | None:
+        """``(call, params, raw client capabilities, boundary)`` for a 2026-07-28 call of a tool
+        whose resolvers the fast path can walk, else ``None``."""
         parsed = self._parse(request, resolving=True)
         if parsed is None:
             return None
@@ -300,6 +300,49 @@ class FastPath:
         if modern is None:
             return None
         call, capabilities = modern
+        return call, params, capabilities, boundary
+
+    async def handle_resolving_async(self, request: HTTPRequest) -> HTTPResponse | None:
+        """A 2026-07-28 call of a tool with resolvers, from an ASGI loop: the handle redeemed
+        and an ``input_required`` answer persisted on the endpoint's database threads, the
+        walk (and an async tool body) right on this loop, a sync tool body on a thread."""
+        admitted = self._admit_resolving(request)
+        if admitted is None:
+            return None
+        import asyncio
+
+        from mcp_common.endpoint import current_request
+        from mcp_common.modern import _reply, _reply_status
+        from mcp_common.state import persist_sync, redeem_sync
+
+        call, params, capabilities, boundary = admitted
+        endpoint = self.endpoint
+        if params.get("requestState") is not None:
+            try:
+                params = await endpoint.db(redeem_sync, endpoint, "tools/call", params, request.principal)
+            except MCPError as exc:
+                reply = _reply(call.request_id, None, exc)
+                return json_response(reply, _reply_status(reply))
+        token = current_request.set(request)
+        try:
+            outcome = await self._resolve(request, call, params, capabilities, boundary)
+            if isinstance(outcome, _Resolved):
+                outcome = await asyncio.to_thread(self._call_sync, call.tool, {**call.validated, **outcome.values})
+        finally:
+            current_request.reset(token)
+        if isinstance(outcome, dict):
+            result = await endpoint.db(persist_sync, endpoint, "tools/call", params, request.principal, outcome)
+            return json_response({"jsonrpc": "2.0", "id": call.request_id, "result": result})
+        return self._respond(call, outcome)
+
+    def handle_resolving_sync(self, request: HTTPRequest) -> HTTPResponse | None:
+        """A 2026-07-28 call of a tool with resolvers, from the calling (WSGI) thread, after
+        :func:`~mcp_common.state.prepare_blocking` redeemed its handle; ``None``: full path."""
+        admitted = self._admit_resolving(request)
+        if admitted is None:
+            return None
+        call, params, capabilities, boundary = admitted
+        tool = call.tool
         validated = call.validated
         from mcp_common.endpoint import current_request
 

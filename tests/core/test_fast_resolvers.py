@@ -183,6 +183,13 @@ def fast(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPResponse:
     return response
 
 
+def fast_asgi(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPResponse:
+    """The ASGI entry (from a loop other than the endpoint's, as under uvicorn)."""
+    response = asyncio.run(endpoint.fast.handle_resolving_async(request))
+    assert response is not None, "the ASGI fast path should have taken this call"
+    return response
+
+
 def full(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPResponse:
     return endpoint.runner.run(endpoint.handle_async(request))
 
@@ -235,7 +242,9 @@ FIRST_ROUNDS = [
 
 @pytest.mark.parametrize(("name", "arguments"), FIRST_ROUNDS, ids=[n for n, _ in FIRST_ROUNDS])
 def test_first_round_answers_alike(point: MCPEndpoint, name: str, arguments: dict[str, Any]) -> None:
-    assert masked(fast(point, call(name, arguments))) == masked(full(point, call(name, arguments)))
+    expected = masked(full(point, call(name, arguments)))
+    assert masked(fast(point, call(name, arguments))) == expected
+    assert masked(fast_asgi(point, call(name, arguments))) == expected
 
 
 ACCEPT = {
@@ -262,13 +271,14 @@ def test_retry_with_answers_answers_alike_and_each_path_takes_the_others_handle(
 ) -> None:
     arguments = {"text": "hi"} if name == "confirm" else {}
     outcomes = []
-    for ask, retry in [(fast, fast), (full, full), (fast, full), (full, fast)]:
+    pairs = [(fast, fast), (full, full), (fast, full), (full, fast), (fast_asgi, fast_asgi), (fast_asgi, fast)]
+    for ask, retry in pairs:
         asked = ask(point, call(name, arguments))
         state = json.loads(asked.body)["result"]["requestState"]
         responses = answers(asked, reply(ACCEPT[name]))
         outcomes.append(masked(retry(point, call(name, arguments, inputResponses=responses, requestState=state))))
     assert outcomes[0][0] == 200
-    assert outcomes[0] == outcomes[1] == outcomes[2] == outcomes[3]
+    assert all(outcome == outcomes[0] for outcome in outcomes), outcomes
 
 
 def test_dependent_resolvers_take_two_rounds_alike(point: MCPEndpoint) -> None:
@@ -348,6 +358,35 @@ def test_url_resolver_round_trip_on_the_fast_path(point: MCPEndpoint) -> None:
     assert json.loads(fast(point, retry).body)["result"]["content"][0]["text"] == "accepted dep-7"
     (row,) = point.store.find_elicitations("dep-7")
     assert (row.mode, row.status) == ("url", "accepted")
+
+
+def test_the_asgi_entry_serves_resolver_calls_and_refuses_bad_state(
+    point: MCPEndpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served = []
+    original = point.fast.handle_resolving_async
+
+    async def spy(request: HTTPRequest) -> HTTPResponse | None:
+        response = await original(request)
+        served.append(response is not None)
+        return response
+
+    monkeypatch.setattr(point.fast, "handle_resolving_async", spy)
+
+    async def round_trip() -> list[HTTPResponse]:
+        asked = await point.handle_from_other_loop(call("agreet", {}))
+        state = json.loads(asked.body)["result"]["requestState"]
+        responses = answers(asked, {"action": "accept", "content": {"name": "Lin"}})
+        retry = call("agreet", {}, inputResponses=responses, requestState=state)
+        done = await point.handle_from_other_loop(retry)
+        replayed = await point.handle_from_other_loop(call("agreet", {}, inputResponses=responses, requestState=state))
+        return [done, replayed]
+
+    done, replayed = asyncio.run(round_trip())
+    assert json.loads(done.body)["result"]["content"][0]["text"] == "Hello again, Lin!"
+    assert replayed.status == 400
+    assert json.loads(replayed.body)["error"]["data"] == {"reason": "invalid_request_state"}
+    assert served == [True, True, True]
 
 
 def test_bad_state_is_refused_alike_and_a_handle_is_single_use(point: MCPEndpoint) -> None:
