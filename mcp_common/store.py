@@ -20,11 +20,12 @@ T = TypeVar("T")
 
 
 def serial_writes(lock_of: Callable[[Any], Any]) -> Callable[[Callable[..., T]], Callable[..., T]]:
-    """Decorate a store's write methods so that one process's writers take turns on a lock.
+    """Decorate a store's write methods so that writers take turns on a lock.
 
     SQLite admits one writer; a writer that finds the file locked sleeps in growing steps
-    (1, 2, 5, 10 ... 100 ms) before trying again. Threads of one worker queueing on a mutex hand
-    over in microseconds instead; other processes still meet SQLite's own lock.
+    (1, 2, 5, 10 ... 100 ms) before trying again. Writers queueing on a lock (a
+    :class:`SQLiteWriteLock`: a mutex for the threads of a worker, a file lock between workers)
+    are handed over in microseconds instead.
     ``lock_of(store)`` gives the lock to take, or ``None`` (a database with concurrent writers).
     """
 
@@ -40,6 +41,66 @@ def serial_writes(lock_of: Callable[[Any], Any]) -> Callable[[Callable[..., T]],
         return wrapper
 
     return decorate
+
+
+class SQLiteWriteLock:
+    """Lets the store's writers to one SQLite file take turns, across threads and processes.
+
+    A thread lock, then (for a file database, where ``fcntl`` exists) an exclusive ``flock``
+    on ``<database>-mcp.lock`` beside it: a waiting worker is woken by the kernel the moment
+    the lock is free, instead of sleeping in SQLite's busy handler. Re-entrant within a
+    thread; a forked child opens its own lock file (an inherited descriptor would share its
+    parent's lock). Writers that do not take it (the application's own) still meet SQLite's
+    lock, as before.
+    """
+
+    def __init__(self, database: str | None) -> None:
+        self._thread = threading.RLock()
+        self._path = f"{database}-mcp.lock" if database and _is_file_database(database) else None
+        self._fd: int | None = None
+        self._pid = 0
+        self._depth = 0
+
+    def __enter__(self) -> SQLiteWriteLock:
+        self._thread.acquire()
+        try:
+            if self._depth == 0 and self._path is not None:
+                import fcntl
+
+                fcntl.flock(self._descriptor(), fcntl.LOCK_EX)
+        except BaseException:
+            self._thread.release()
+            raise
+        self._depth += 1
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._depth -= 1
+        try:
+            if self._depth == 0 and self._fd is not None:
+                import fcntl
+
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+        finally:
+            self._thread.release()
+
+    def _descriptor(self) -> int:
+        import os
+
+        if self._fd is None or self._pid != os.getpid():
+            self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)  # type: ignore[arg-type]
+            self._pid = os.getpid()
+        return self._fd
+
+
+def _is_file_database(database: str) -> bool:
+    if database == ":memory:" or database.startswith("file::memory:") or "mode=memory" in database:
+        return False
+    try:
+        import fcntl  # noqa: F401
+    except ImportError:  # not on this platform: the thread lock alone
+        return False
+    return True
 
 
 GET_STREAM = "get"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import fields, replace
 from typing import Any, TypeVar
@@ -24,6 +23,7 @@ from mcp_common.store import (
     PendingRequestRecord,
     RequestStateRecord,
     SessionRecord,
+    SQLiteWriteLock,
     column_values,
     serial_writes,
 )
@@ -43,13 +43,24 @@ def _ts(value: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(value, tz=dt.UTC)
 
 
-_SQLITE_WRITES = threading.RLock()
+_SQLITE_LOCKS: dict[str, SQLiteWriteLock] = {}
 _CHUNK = 500
 """Session ids per ``IN (...)`` query: well under every backend's parameter limit."""
 
 
-# One process's writers take turns on SQLite (see mcp_common.store.serial_writes).
-_serial_on_sqlite = serial_writes(lambda _store: _SQLITE_WRITES if connections[_alias()].vendor == "sqlite" else None)
+def _sqlite_lock(_store: Any) -> SQLiteWriteLock | None:
+    connection = connections[_alias()]
+    if connection.vendor != "sqlite":
+        return None
+    name = str(connection.settings_dict["NAME"])
+    lock = _SQLITE_LOCKS.get(name)
+    if lock is None:
+        lock = _SQLITE_LOCKS.setdefault(name, SQLiteWriteLock(name))
+    return lock
+
+
+# Writers to one SQLite file take turns (see mcp_common.store.serial_writes).
+_serial_on_sqlite = serial_writes(_sqlite_lock)
 
 
 def _retry(fn: Callable[..., T]) -> Callable[..., T]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import os
-import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
@@ -29,6 +28,7 @@ from mcp_common.store import (
     PendingRequestRecord,
     RequestStateRecord,
     SessionRecord,
+    SQLiteWriteLock,
     column_values,
     serial_writes,
 )
@@ -162,7 +162,9 @@ class SQLAlchemyStore:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._write_lock = threading.RLock() if engine.url.get_backend_name() == "sqlite" else None
+        # Writers to one SQLite file take turns (see mcp_common.store.serial_writes).
+        sqlite = engine.url.get_backend_name() == "sqlite"
+        self._write_lock = SQLiteWriteLock(engine.url.database) if sqlite else None
         # PostgreSQL, SQLite >= 3.35: a claimed request state is read back by its UPDATE.
         self._update_returning = bool(getattr(engine.dialect, "update_returning", False))
 
