@@ -553,7 +553,10 @@ _NEEDS_LOOP: Any = object()
 
 
 def _wants_a_loop(exc: BaseException) -> bool:
-    return isinstance(exc, RuntimeError) and "event loop" in str(exc)
+    """asyncio's "no running event loop", or sniffio's "unknown async library" (anyio)."""
+    if not isinstance(exc, RuntimeError):
+        return False
+    return "event loop" in str(exc) or type(exc).__name__ == "AsyncLibraryNotFoundError"
 
 
 def _drive(coroutine: Any) -> Any:

@@ -88,6 +88,13 @@ async def ask_with_loop() -> Name | Elicit[Name]:
     return Elicit("Who are you, with a loop?", Name)
 
 
+async def ask_with_anyio() -> Name | Elicit[Name]:
+    import anyio
+
+    anyio.get_cancelled_exc_class()  # asks which async library runs it: needs a loop
+    return Elicit("Who are you, with anyio?", Name)
+
+
 async def from_context(ctx: Context) -> Name | Elicit[Name]:
     return Elicit(f"Who are you (request {ctx.request_id})?", Name)
 
@@ -158,6 +165,10 @@ def build_server() -> MCPServer:
     @server.tool()
     def looped(who: Annotated[Name, Resolve(ask_with_loop)]) -> str:
         return f"{who.name}, looped"
+
+    @server.tool()
+    def anyio_looped(who: Annotated[Name, Resolve(ask_with_anyio)]) -> str:
+        return f"{who.name}, anyio"
 
     @server.tool()
     async def hold(booking_id: str, consent: Annotated[ElicitationResult[UrlConsent], Resolve(deposit)]) -> str:
@@ -237,6 +248,7 @@ FIRST_ROUNDS = [
     ("greet", {"unexpected": 1}),
     ("slow", {}),
     ("looped", {}),
+    ("anyio_looped", {}),
 ]
 
 
@@ -254,6 +266,7 @@ ACCEPT = {
     "maybe": {"name": "Ada"},
     "slow": {"name": "Ada"},
     "looped": {"name": "Ada"},
+    "anyio_looped": {"name": "Ada"},
 }
 REPLIES = [
     ("accept", lambda content: {"action": "accept", "content": content}),
@@ -461,18 +474,27 @@ def test_resolvers_that_never_await_run_in_the_request_thread_the_others_on_the_
     assert inline["confirm"][1] is False
 
 
-def test_a_resolver_that_needs_a_loop_without_awaiting_is_walked_again_on_the_loop() -> None:
+@pytest.mark.parametrize(
+    ("name", "message", "text"),
+    [
+        ("looped", "Who are you, with a loop?", "Ada, looped"),
+        ("anyio_looped", "Who are you, with anyio?", "Ada, anyio"),
+    ],
+)
+def test_a_resolver_that_needs_a_loop_without_awaiting_is_walked_again_on_the_loop(
+    name: str, message: str, text: str
+) -> None:
     endpoint = MCPEndpoint(build_server(), MCPConfig(secret_keys=(SECRET,)), MemoryStore())
     endpoint.handle(modern_call("upper", {"text": "warm"}))
-    asked = fast(endpoint, call("looped", {}))
+    asked = fast(endpoint, call(name, {}))
     ((_, question),) = json.loads(asked.body)["result"]["inputRequests"].items()
-    assert question["params"]["message"] == "Who are you, with a loop?"
+    assert question["params"]["message"] == message
     # Learned once: later calls of the tool go straight to the loop.
-    assert endpoint.fast._inline["looped"] is False
+    assert endpoint.fast._inline[name] is False
     state = json.loads(asked.body)["result"]["requestState"]
     responses = answers(asked, {"action": "accept", "content": {"name": "Ada"}})
-    done = fast(endpoint, call("looped", {}, inputResponses=responses, requestState=state))
-    assert json.loads(done.body)["result"]["content"][0]["text"] == "Ada, looped"
+    done = fast(endpoint, call(name, {}, inputResponses=responses, requestState=state))
+    assert json.loads(done.body)["result"]["content"][0]["text"] == text
 
 
 async def _thread_name() -> str:
