@@ -72,21 +72,6 @@ def _elicitation_record(row: MCPElicitation) -> ElicitationRecord:
     return ElicitationRecord(**values)
 
 
-def _state_record(row: MCPRequestState) -> RequestStateRecord:
-    return RequestStateRecord(
-        state_id=row.state_id,
-        server_name=row.server_name,
-        method=row.method,
-        target=row.target,
-        args_digest=row.args_digest,
-        principal=row.principal,
-        sealed=row.sealed,
-        created=row.created.timestamp(),
-        expires=row.expires.timestamp(),
-        consumed=row.consumed.timestamp() if row.consumed is not None else None,
-    )
-
-
 def _retry(fn: Callable[P, T]) -> Callable[P, T]:
     """Retry once when the connection itself went bad (a database restart, a dropped socket).
 
