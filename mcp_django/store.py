@@ -6,9 +6,10 @@ connection that went bad (database restart) is closed and the call retried once.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import fields, replace
 from typing import Any, TypeVar
 
@@ -298,7 +299,7 @@ class DjangoStore:
     @_serial_on_sqlite
     def save_request_state(self, state: RequestStateRecord, elicitations: list[ElicitationRecord]) -> None:
         connection = connections[_alias()]
-        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+        with _writing(connection) as cursor:
             _insert(cursor, connection, MCPRequestState, column_values(state, _ts))
             for record in elicitations:
                 _insert(cursor, connection, MCPElicitation, column_values(record, _ts))
@@ -322,7 +323,7 @@ class DjangoStore:
         rows = ops.quote_name(MCPElicitation._meta.db_table)
         moment = ops.adapt_datetimefield_value(_ts(now))
         principal_clause = "principal IS NULL" if principal is None else "principal = %s"
-        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+        with _writing(connection) as cursor:
             # The single-use guarantee is this one guarded UPDATE: of two workers redeeming the
             # same handle, exactly one sees a row change.
             returning = _update_returning(connection)
@@ -397,6 +398,63 @@ class DjangoStore:
     def worker_seen(self, worker_id: str) -> float | None:
         beat = MCPWorker.objects.filter(worker_id=worker_id).values_list("last_beat", flat=True).first()
         return beat.timestamp() if beat is not None else None
+
+
+@contextlib.contextmanager
+def _writing(connection: Any) -> Iterator[Any]:
+    """A cursor inside one write transaction, for the two statements-per-question hot paths.
+
+    In autocommit mode on SQLite or PostgreSQL the transaction is opened and committed on the
+    driver's connection directly (Django's ``atomic`` and cursor wrappers cost more than the
+    statements here; these queries then skip Django's query log and execute wrappers). Inside
+    an application's ``atomic`` block (``ATOMIC_REQUESTS``, a test case), or on other
+    databases, it is ``transaction.atomic`` as usual. Driver errors surface as Django's.
+    """
+    vendor = connection.vendor
+    if vendor not in ("sqlite", "postgresql") or connection.in_atomic_block or not connection.get_autocommit():
+        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+            yield cursor
+        return
+    with connection.wrap_database_errors:
+        connection.ensure_connection()
+        raw = connection.connection.cursor()
+        cursor = _DriverCursor(raw, vendor == "sqlite")
+        raw.execute("BEGIN IMMEDIATE" if vendor == "sqlite" else "BEGIN")
+        try:
+            yield cursor
+        except BaseException:
+            with contextlib.suppress(Exception):
+                raw.execute("ROLLBACK")
+            raise
+        else:
+            raw.execute("COMMIT")
+        finally:
+            raw.close()
+
+
+class _DriverCursor:
+    """The driver's cursor, taking Django's ``%s`` placeholders (SQLite's driver wants ``?``)."""
+
+    __slots__ = ("_cursor", "_qmark")
+
+    def __init__(self, cursor: Any, qmark: bool) -> None:
+        self._cursor = cursor
+        self._qmark = qmark
+
+    def execute(self, sql: str, params: Any = ()) -> None:
+        self._cursor.execute(_qmark(sql) if self._qmark else sql, params)
+
+    def fetchone(self) -> Any:
+        return self._cursor.fetchone()
+
+    @property
+    def rowcount(self) -> int:
+        return int(self._cursor.rowcount)
+
+
+@functools.lru_cache(maxsize=256)
+def _qmark(sql: str) -> str:
+    return sql.replace("%s", "?")
 
 
 def _update_returning(connection: Any) -> bool:

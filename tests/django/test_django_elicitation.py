@@ -138,6 +138,64 @@ def test_request_state_is_single_use_and_bound() -> None:
     assert [r.id for r in store.elicitations_for_state(state.state_id)] == [question.id]
 
 
+def _state_and_question(state_id: str | None = None, question_id: str | None = None):
+    now = time.time()
+    state = RequestStateRecord(
+        state_id or uuid.uuid4().hex, "Files", "tools/call", "delete_folder", "abc", None, "v1.x", now, now + 60
+    )
+    question = new_record(
+        server_name="Files",
+        tool="delete_folder",
+        params={"mode": "form", "message": "Sure?", "requestedSchema": {"type": "object", "properties": {}}},
+        request_key="k",
+        principal=None,
+        expires=now + 60,
+        state_id=state.state_id,
+    )
+    if question_id is not None:
+        question = question.__class__(**{**question.__dict__, "id": question_id})
+    return state, question
+
+
+def test_a_request_state_is_saved_whole_or_not_at_all() -> None:
+    from django.db import IntegrityError, connection
+
+    store = DjangoStore()
+    state, question = _state_and_question()
+    store.save_request_state(state, [question])
+    # Autocommit (no application transaction): the store's own transaction on the driver.
+    assert connection.get_autocommit() and not connection.in_atomic_block
+    again, clash = _state_and_question(question_id=question.id)
+    with pytest.raises(IntegrityError):  # Django's error, not the driver's
+        store.save_request_state(again, [clash])
+    # The question's insert failed: its state was rolled back with it.
+    assert (
+        store.consume_request_state(
+            again.state_id, "Files", "tools/call", "delete_folder", "abc", None, time.time(), {}
+        )
+        is None
+    )
+    assert (
+        store.consume_request_state(
+            state.state_id, "Files", "tools/call", "delete_folder", "abc", None, time.time(), {}
+        )
+        is not None
+    )
+
+
+def test_inside_an_application_transaction_the_store_joins_it() -> None:
+    from django.db import transaction
+
+    store = DjangoStore()
+    state, question = _state_and_question()
+    with pytest.raises(RuntimeError), transaction.atomic():
+        store.save_request_state(state, [question])
+        raise RuntimeError("the view failed")
+    assert store.get_elicitation(question.id) is None
+    store.save_request_state(state, [question])
+    assert store.get_elicitation(question.id) is not None
+
+
 def test_expired_state_and_elicitations() -> None:
     store = DjangoStore()
     now = time.time()
