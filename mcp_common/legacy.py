@@ -383,9 +383,6 @@ class AnswerPoller:
     def discard(self, session_id: str, request_id: str) -> None:
         self._keys.pop((session_id, request_id), None)
 
-    def __len__(self) -> int:
-        return len(self._keys)
-
     async def _run(self) -> None:
         endpoint = self.protocol.endpoint
         waiters = self.protocol.waiters
@@ -417,6 +414,10 @@ class AnswerPoller:
                             waiters.fail(key[0], key[1], SessionGone(key[0]))
                     # 10,000 waiting questions: one existence sweep every 11 s.
                     next_check = time.monotonic() + min(MAX_POLL_INTERVAL + len(keys) / 1000, 30.0)
+            except RuntimeError as exc:
+                if "after shutdown" in str(exc):
+                    return  # the process is exiting: its database threads are gone
+                logger.warning("Polling for answers from other workers failed; retrying", exc_info=True)
             except Exception:
                 logger.warning("Polling for answers from other workers failed; retrying", exc_info=True)
 
