@@ -37,6 +37,7 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from json.encoder import encode_basestring
 from typing import TYPE_CHECKING, Any
 
 from mcp.server.context import ServerRequestContext
@@ -57,7 +58,7 @@ from pydantic import ValidationError
 
 from mcp_common import _sdk
 from mcp_common.http import HTTPRequest, HTTPResponse
-from mcp_common.jsonrpc import accepts, is_json_content, json_response
+from mcp_common.jsonrpc import JSON, accepts, dumps, is_json_content, json_response
 from mcp_common.security import check_request
 
 if TYPE_CHECKING:
@@ -88,6 +89,9 @@ class FastPath:
         """Per tool name: ``(tool, its resolvers never suspend)``, or ``False`` once a walk
         driven without a loop turned out to need one."""
         self._header_params: dict[str, bool] = {}
+        self._text_templates: dict[tuple[str, str], tuple[Any, tuple[str, ...] | None]] = {}
+        """Per (tool name, protocol version): the tool's wire result for a returned ``str``, as
+        JSON split around the text (``None``: that tool's text goes through the SDK's conversion)."""
         entry = lowlevel.get_request_handler("tools/call")
         self._params_type = entry.params_type if entry is not None else None
         # The serverInfo stamp, dumped once: each response is serialized at once, so sharing
@@ -453,7 +457,9 @@ class FastPath:
         except BaseException as exc:
             return self._failure(tool, exc)
 
-    def _convert(self, tool: Any, result: Any) -> CallToolResult | MCPError:
+    def _convert(self, tool: Any, result: Any) -> CallToolResult | MCPError | _Text:
+        if type(result) is str:
+            return _Text(result)  # converted in _respond, where the protocol version is known
         if inspect.isawaitable(result):
             raise TypeError("a synchronous tool returned an awaitable")
         if isinstance(result, InputRequiredResult):
@@ -485,6 +491,18 @@ class FastPath:
         from mcp_common.modern import _reply, _reply_status
 
         headers = {"Mcp-Session-Id": call.session_id} if call.session_id else None
+        if isinstance(outcome, _Text):
+            parts = self._text_template(call.tool, call.version)
+            if parts is not None:
+                result = _escaped(outcome.text).join(parts)
+                out = {"Content-Type": JSON, **headers} if headers else {"Content-Type": JSON}
+                reply = f'{{"jsonrpc":"2.0","id":{dumps(call.request_id)},"result":{result}}}'
+                return HTTPResponse(200, out, reply.encode())
+            try:
+                with self.endpoint.tool_context():
+                    outcome = call.tool.fn_metadata.convert_result(outcome.text)
+            except Exception as exc:
+                outcome = self._failure(call.tool, exc)
         if isinstance(outcome, MCPError):
             reply = _reply(call.request_id, None, outcome)
             # A legacy session answers errors with HTTP 200, as its stream would carry them.
@@ -494,6 +512,44 @@ class FastPath:
             reply = _reply(call.request_id, None, dumped)
             return json_response(reply, 200 if call.session_id else _reply_status(reply), headers=headers)
         return json_response({"jsonrpc": "2.0", "id": call.request_id, "result": dumped}, headers=headers)
+
+    def _text_template(self, tool: Any, version: str) -> tuple[str, ...] | None:
+        cached = self._text_templates.get((tool.name, version))
+        if cached is None or cached[0] is not tool:
+            cached = (tool, self._build_text_template(tool, version))
+            self._text_templates[(tool.name, version)] = cached
+        return cached[1]
+
+    def _build_text_template(self, tool: Any, version: str) -> tuple[str, ...] | None:
+        """The wire JSON of ``tool``'s result for a returned ``str``, split where the text goes.
+
+        Only for a tool whose conversion cannot depend on the text: no output schema, or the
+        SDK's ``{"result": str}`` wrapper with no constraint or validator on the string. The
+        template is the SDK's own conversion of a probe text, and it is used only if putting a
+        second probe in its place gives exactly what the SDK gives for that probe.
+        """
+        metadata = tool.fn_metadata
+        if metadata.output_schema is not None:
+            model = metadata.output_model
+            field = getattr(model, "model_fields", {}).get("result") if metadata.wrap_output else None
+            if field is None or field.annotation is not str or field.metadata or len(model.model_fields) != 1:
+                return None
+            decorators = model.__pydantic_decorators__
+            if decorators.field_validators or decorators.model_validators or decorators.validators:
+                return None
+        wires = []
+        for probe in _PROBES:
+            try:
+                wire = self._wire_result(version, metadata.convert_result(probe))
+            except Exception:
+                return None
+            if isinstance(wire, MCPError):
+                return None
+            wires.append(dumps(wire))
+        parts = tuple(wires[0].split(_escaped(_PROBES[0])))
+        if len(parts) < 2 or _escaped(_PROBES[1]).join(parts) != wires[1]:
+            return None
+        return parts
 
     def _wire_result(self, version: str, outcome: Any) -> dict[str, Any] | MCPError:
         """A result model shaped for the wire as the SDK's runner shapes it: dumped, sieved by
@@ -533,6 +589,21 @@ class _EnvelopeSession:
 
     def __init__(self, client_capabilities: Any) -> None:
         self.client_capabilities = client_capabilities
+
+
+@dataclass
+class _Text:
+    """A tool's ``str`` return value, not converted yet."""
+
+    text: str
+
+
+_PROBES = ("\x00mcp-text-probe-1\x00", "\x00mcp-text-probe-2\x00")
+
+
+def _escaped(text: str) -> str:
+    """``text`` as it appears inside a JSON string written by :func:`~mcp_common.jsonrpc.dumps`."""
+    return encode_basestring(text)[1:-1]
 
 
 @dataclass

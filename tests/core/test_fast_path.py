@@ -11,7 +11,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
 
 from mcp_common import HTTPRequest, HTTPResponse, MCPConfig, MCPEndpoint, MemoryStore
 from mcp_common import fast as fast_module
@@ -71,6 +71,26 @@ def build_server() -> MCPServer:
     async def with_context(ctx: Context) -> str:
         return f"request {ctx.request_id}"
 
+    @server.tool(structured_output=False)
+    def text_only(text: str) -> str:
+        return text
+
+    @server.tool()
+    def short(text: str) -> Annotated[str, Field(max_length=5)]:
+        return text
+
+    @server.tool()
+    def medium(text: str) -> Annotated[str, Field(max_length=50)]:
+        return text
+
+    @server.tool()
+    def upper(text: str) -> Annotated[str, AfterValidator(str.upper)]:
+        return text
+
+    @server.tool()
+    def text_or_number(text: str) -> Any:
+        return int(text) if text.isdigit() else text
+
     return server
 
 
@@ -92,6 +112,9 @@ CASES = [
     ("no_such_tool", {}),
 ]
 FAST = {"add", "shout", "point", "many", "as_dict", "nothing", "refuses", "crashes", "protocol_error", "region"}
+FAST |= {"text_only", "short", "medium", "upper", "text_or_number"}
+CASES += [(name, {"text": "hi"}) for name in ("text_only", "short", "upper", "text_or_number")]
+CASES += [("short", {"text": "longer than five"}), ("text_or_number", {"text": "42"})]
 
 
 @pytest.fixture(scope="module")
@@ -124,6 +147,70 @@ def test_fast_and_full_paths_answer_alike(point: MCPEndpoint, name: str, argumen
         fast = point.handle(request)
     full = full_path(point, request)
     assert (fast.status, body(fast)) == (full.status, body(full))
+
+
+TEXTS = [
+    "",
+    "hi",
+    'a "quoted" back\\slash /slash',
+    "line\nbreak\ttab\r\x01\x1f\x7f",
+    "héllo ünïcode 漢字 🎉 \u2028\u2029",
+    "</script><!--",
+    "\x00mcp-text-probe-1\x00",
+    "x" * 20_000,
+]
+
+
+@pytest.mark.parametrize("version", ["2026-07-28", "2025-11-25"])
+@pytest.mark.parametrize("name", ["shout", "text_only", "short", "medium", "upper", "text_or_number"])
+def test_returned_text_answers_as_the_sdk_converts_it(
+    point: MCPEndpoint, session: str, name: str, version: str
+) -> None:
+    """A returned ``str`` is written into the tool's result template, which exists only for
+    tools whose conversion cannot depend on the text; every answer equals the SDK's own."""
+    tool = point.fast._tool(name)
+    template = point.fast._text_template(tool, version)
+    assert (template is not None) == (name in ("shout", "text_only", "text_or_number"))
+    for index, text in enumerate(TEXTS):
+        if version == "2026-07-28":
+            fast = point.fast.handle_sync(modern_call(name, {"text": text}))
+            full = full_path(point, modern_call(name, {"text": text}))
+            assert fast is not None and (fast.status, body(fast)) == (full.status, body(full)), text[:40]
+        else:
+            message = {"jsonrpc": "2.0", "id": index, "method": "tools/call"}
+            message["params"] = {"name": name, "arguments": {"text": text}}
+            fast = point.fast.handle_sync(legacy(session, message))
+            streamed = full_path(point, legacy(session, message))
+            (final,) = [e["data"] for e in events(point, streamed) if e["data"] and "id" in e["data"]]
+            assert fast is not None and body(fast) == final, text[:40]
+        result = body(fast)["result"]
+        if name == "shout":
+            assert result["content"] == [{"type": "text", "text": text.upper()}]
+        elif (name == "short" and len(text) > 5) or (name == "medium" and len(text) > 50):
+            assert result["isError"] is True
+        elif name == "upper":
+            assert result["structuredContent"] == {"result": text.upper()}
+        elif name == "text_only":
+            assert "structuredContent" not in result and result["content"][0]["text"] == text
+
+
+def test_the_text_template_follows_a_replaced_tool(point: MCPEndpoint) -> None:
+    server = build_server()
+    endpoint = MCPEndpoint(server, MCPConfig(secret_keys=(SECRET,)), MemoryStore())
+    endpoint.handle(modern_call("add", {"a": 0}))
+    assert body(endpoint.handle(modern_call("shout", {"text": "a"})))["result"]["structuredContent"] == {"result": "A"}
+    server.remove_tool("shout")
+
+    @server.tool(name="shout")
+    def shout_short(text: str) -> Annotated[str, Field(max_length=2)]:
+        return text.upper()
+
+    assert endpoint.fast.handle_sync(modern_call("shout", {"text": "abc"})) is not None
+    result = body(endpoint.handle(modern_call("shout", {"text": "abc"})))["result"]
+    assert result["isError"] is True  # the new tool's constraint holds: no stale template
+    assert body(endpoint.handle(modern_call("shout", {"text": "ab"})))["result"]["structuredContent"] == {
+        "result": "AB"
+    }
 
 
 def test_mismatched_param_header_goes_to_the_full_path_and_is_refused(point: MCPEndpoint) -> None:
