@@ -20,8 +20,13 @@ SSE_HEADERS = {
 }
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    """Compact JSON, non-ASCII kept as is (one encoder for the process: ``json.dumps`` with
+    options builds a new one per call)."""
+    return _ENCODER.encode(value)
 
 
 def error_body(code: int, message: str, request_id: Any = None, data: Any = None) -> dict[str, Any]:
@@ -68,12 +73,25 @@ def sse_frame(data: str, event_id: str | None = None, retry_ms: int | None = Non
     return ("\n".join(lines) + "\n\n").encode()
 
 
+_ACCEPTS: dict[str, tuple[bool, bool]] = {}
+
+
 def accepts(headers: Mapping[str, str]) -> tuple[bool, bool]:
-    """Whether the Accept header admits JSON, and SSE (wildcards count, as in the SDK)."""
+    """Whether the Accept header admits JSON, and SSE (wildcards count, as in the SDK).
+
+    Clients send one Accept value on every request: the answers for the most recent few
+    hundred values are kept.
+    """
     accept = headers.get("accept", "")
+    known = _ACCEPTS.get(accept)
+    if known is not None:
+        return known
     kinds = [part.split(";")[0].strip().lower() for part in accept.split(",")]
     has_json = any(k in (JSON, "application/*", "*/*") for k in kinds)
     has_sse = any(k in (SSE, "text/*", "*/*") for k in kinds)
+    if len(_ACCEPTS) >= 256:
+        _ACCEPTS.clear()
+    _ACCEPTS[accept] = (has_json, has_sse)
     return has_json, has_sse
 
 

@@ -50,11 +50,12 @@ class MCPMiddleware:
 
     def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
         self.get_response = get_response
-        if iscoroutinefunction(get_response):
+        self._async = iscoroutinefunction(get_response)
+        if self._async:
             markcoroutinefunction(self)
 
     def __call__(self, request: HttpRequest) -> Any:
-        if iscoroutinefunction(self):
+        if self._async:
             return self.__acall__(request)
         return _refusal(request) or self.get_response(request)
 

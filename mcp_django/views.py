@@ -83,11 +83,13 @@ class _Base(View):
 
 
 def _plain(response: HTTPResponse) -> HttpResponse:
-    out = HttpResponse(response.body, status=response.status)
-    if "Content-Type" not in response.headers:
+    content_type = response.headers.get("Content-Type")
+    out = HttpResponse(response.body, status=response.status, content_type=content_type)
+    if content_type is None:
         del out["Content-Type"]
     for name, value in response.headers.items():
-        out[name] = value
+        if name != "Content-Type":
+            out[name] = value
     # A known length lets the server send one plain response instead of a chunked one.
     out["Content-Length"] = str(len(response.body))
     return out

@@ -69,17 +69,21 @@ class MCPView(View):
 
     def translate_response(self, endpoint: MCPEndpoint | None, response: HTTPResponse) -> Response:
         if response.stream is None:
-            out = Response(response.body, status=response.status)
-            if "Content-Type" not in response.headers:
+            content_type = response.headers.get("Content-Type")
+            out = Response(response.body, status=response.status, content_type=content_type)
+            if content_type is None:
                 # An empty 202/405 says nothing about its (absent) body.
                 del out.headers["Content-Type"]
-        else:
-            assert endpoint is not None
-            # Passed straight through to the WSGI server, which calls the iterator's close()
-            # when the client goes away: that ends the async stream (and, in the 2026-07-28
-            # era, cancels the call). No stream_with_context: the core needs no request
-            # context, and the request context would be held open for the whole stream.
-            out = Response(endpoint.iter_body(response), status=response.status, direct_passthrough=True)
+            for name, value in response.headers.items():
+                if name != "Content-Type":
+                    out.headers[name] = value
+            return out
+        assert endpoint is not None
+        # Passed straight through to the WSGI server, which calls the iterator's close() when
+        # the client goes away: that ends the async stream (and, in the 2026-07-28 era, cancels
+        # the call). No stream_with_context: the core needs no request context, and the
+        # request context would be held open for the whole stream.
+        out = Response(endpoint.iter_body(response), status=response.status, direct_passthrough=True)
         out.headers.update(response.headers)
         return out
 
