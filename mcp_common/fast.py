@@ -89,6 +89,7 @@ class FastPath:
         """Per tool name: ``(tool, its resolvers never suspend)``, or ``False`` once a walk
         driven without a loop turned out to need one."""
         self._header_params: dict[str, bool] = {}
+        self._json_keys: dict[str, frozenset[str]] = {}
         self._text_templates: dict[tuple[str, str], tuple[Any, tuple[str, ...] | None]] = {}
         """Per (tool name, protocol version): the tool's wire result for a returned ``str``, as
         JSON split around the text (``None``: that tool's text goes through the SDK's conversion)."""
@@ -123,7 +124,7 @@ class FastPath:
         if tool.context_kwarg is not None or tool.resolved_params or returns_input_required(tool.fn):
             return None
         self._eligible[name] = tool
-        self._header_params[name] = "x-mcp-header" in json.dumps(tool.parameters)
+        self._learn(tool)
         return tool
 
     def _resolving_tool(self, name: str) -> Any | None:
@@ -136,8 +137,20 @@ class FastPath:
         if tool.context_kwarg is not None or returns_input_required(tool.fn) or _sdk.resolvers_take_context(tool):
             return None
         self._resolving[name] = tool
-        self._header_params[name] = "x-mcp-header" in json.dumps(tool.parameters)
+        self._learn(tool)
         return tool
+
+    def _learn(self, tool: Any) -> None:
+        """What is read of a tool's parameters once: whether any is sent as a header, and the
+        names (and aliases) of those the SDK may pre-parse from a JSON text (not ``str``)."""
+        self._header_params[tool.name] = "x-mcp-header" in json.dumps(tool.parameters)
+        keys: set[str] = set()
+        for field_name, field in tool.fn_metadata.arg_model.model_fields.items():
+            if field.annotation is not str:
+                keys.add(field_name)
+                if field.alias:
+                    keys.add(field.alias)
+        self._json_keys[tool.name] = frozenset(keys)
 
     def _parse(
         self, request: HTTPRequest, resolving: bool = False
@@ -186,8 +199,15 @@ class FastPath:
         checks_headers = self._header_params[tool.name] or any(h.startswith("mcp-param-") for h in headers)
         if checks_headers and validate_mcp_param_headers(tool.parameters, arguments, headers) is not None:
             return None
+        metadata = tool.fn_metadata
         try:
-            return tool.fn_metadata.validate_arguments(dict(arguments))
+            if type(arguments) is dict and not any(
+                type(value) is str and key in self._json_keys[tool.name] for key, value in arguments.items()
+            ):
+                # What the SDK's ``pre_parse_json`` would change, nothing here is: a JSON text
+                # given for a parameter that is not a string. Validated as the SDK does after it.
+                return metadata.arg_model.model_validate(arguments).model_dump_one_level()
+            return metadata.validate_arguments(dict(arguments))
         except Exception:
             return None  # the full path reports it, with the SDK's exact message
 
