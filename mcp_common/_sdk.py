@@ -158,6 +158,17 @@ def install_elicitation_schema_cache() -> None:
     class (weakly: models made at run time can still be collected) and every caller gets its
     own copy. A model that fails to render is not cached; the SDK's error is raised each time.
     """
+
+    def _json_copy(value: Any) -> Any:
+        # A rendered schema is JSON: dicts and lists are rebuilt, strings and numbers shared.
+        if type(value) is dict:
+            return {key: _json_copy(item) for key, item in value.items()}
+        if type(value) is list:
+            return [_json_copy(item) for item in value]
+        if value is None or type(value) in (str, int, float, bool):
+            return value
+        return copy.deepcopy(value)
+
     global _SCHEMA_CACHE_INSTALLED
     if _SCHEMA_CACHE_INSTALLED:
         return
@@ -175,7 +186,7 @@ def install_elicitation_schema_cache() -> None:
         if rendered is None:
             rendered = original(schema)
             cache[schema] = rendered
-        return copy.deepcopy(rendered)
+        return _json_copy(rendered)
 
     render_elicitation_schema.__doc__ = original.__doc__
     elicitation.render_elicitation_schema = render_elicitation_schema  # type: ignore[assignment]

@@ -29,7 +29,8 @@ class HTTPRequest:
     defer_persist: bool = False
     """A JSON ``input_required`` answer is persisted by the caller, in the request's thread."""
     parsed: Any = None
-    """The body, already decoded as JSON by an earlier step (``None``: not decoded yet)."""
+    """The body, already decoded as JSON by an earlier step (``None``: not decoded yet). After a
+    2026-07-28 handle was redeemed, the decoded message carries the state in its place."""
 
     def header(self, name: str, default: str | None = None) -> str | None:
         return self.headers.get(name.lower(), default)

@@ -31,7 +31,7 @@ from mcp_types.methods import INPUT_REQUIRED_METHODS, is_input_required
 from mcp_common import _sdk
 from mcp_common.elicitation import COMPLETE_METHOD, complete_in_store, new_record, outcome_of, to_url_params
 from mcp_common.http import HTTPRequest, HTTPResponse
-from mcp_common.jsonrpc import dumps, json_response
+from mcp_common.jsonrpc import json_response
 from mcp_common.security import check_request
 from mcp_common.store import RequestStateRecord
 
@@ -205,9 +205,8 @@ def prepare_blocking(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPRequest
     params = decoded.get("params")
     if not isinstance(params, dict):
         return request
-    prepared = replace(request, state_ready=True, defer_persist=True, parsed=decoded)
     if params.get("requestState") is None:
-        return prepared
+        return replace(request, state_ready=True, defer_persist=True, parsed=decoded)
     if check_request(endpoint.config, request.headers, len(request.body)) is not None:
         return request  # the loop side refuses it
     try:
@@ -217,8 +216,9 @@ def prepare_blocking(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPRequest
 
         reply = _reply(decoded["id"], None, exc)
         return json_response(reply, _reply_status(reply))
-    redeemed = {**decoded, "params": new_params}
-    return replace(prepared, body=dumps(redeemed).encode(), parsed=redeemed)
+    # The steps after this one read the decoded message (``request.json()``), never the body
+    # again: the body stays as the client sent it (its size is what the limit is about).
+    return replace(request, state_ready=True, defer_persist=True, parsed={**decoded, "params": new_params})
 
 
 def finish_blocking(endpoint: MCPEndpoint, request: HTTPRequest, response: HTTPResponse) -> HTTPResponse:
