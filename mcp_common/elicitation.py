@@ -34,7 +34,7 @@ from mcp.server.mcpserver import Elicit
 from pydantic import BaseModel, Field, create_model
 
 from mcp_common.jsonrpc import dumps
-from mcp_common.store import GET_STREAM, ElicitationRecord, SessionStore
+from mcp_common.store import GET_STREAM, ElicitationRecord, SessionStore, new_row_id
 
 URL_FIELD = "__mcp_url_elicitation__"
 """The stand-in form's one property: its ``title`` is the elicitationId, its ``default`` the URL.
@@ -147,7 +147,7 @@ def new_record(
     url_mode = params.get("mode") == "url"
     schema = params.get("requestedSchema")
     return ElicitationRecord(
-        id=uuid.uuid4().hex,
+        id=new_row_id(),
         server_name=server_name,
         tool=tool,
         session_id=session_id,

@@ -19,7 +19,6 @@ import hmac
 import json
 import logging
 import time
-import uuid
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -33,7 +32,7 @@ from mcp_common.elicitation import COMPLETE_METHOD, complete_in_store, new_recor
 from mcp_common.http import HTTPRequest, HTTPResponse
 from mcp_common.jsonrpc import json_response
 from mcp_common.security import check_request
-from mcp_common.store import RequestStateRecord
+from mcp_common.store import RequestStateRecord, new_row_id
 
 if TYPE_CHECKING:
     from mcp_common.endpoint import MCPEndpoint
@@ -130,7 +129,7 @@ def persist_sync(
     requests = result.get("inputRequests")
     if not isinstance(sealed, str) and not requests:
         return result
-    state_id = uuid.uuid4().hex
+    state_id = new_row_id()
     now = time.time()
     expires = now + endpoint.config.request_state_ttl
     target, args_digest = _sdk.request_identity(method, params)

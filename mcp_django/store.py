@@ -485,9 +485,21 @@ def _insert(cursor: Any, connection: Any, model: Any, values: dict[str, Any]) ->
     """One plain INSERT of ``values`` (datetimes adapted the way the backend stores them)."""
     ops = connection.ops
     params = [ops.adapt_datetimefield_value(v) if isinstance(v, dt.datetime) else v for v in values.values()]
-    columns = ", ".join(ops.quote_name(name) for name in values)
-    marks = ", ".join(["%s"] * len(values))
-    cursor.execute(f"INSERT INTO {ops.quote_name(model._meta.db_table)} ({columns}) VALUES ({marks})", params)
+    cursor.execute(_insert_sql(connection.vendor, ops, model._meta.db_table, tuple(values)), params)
+
+
+_INSERT_SQL: dict[tuple[str, str, tuple[str, ...]], str] = {}
+
+
+def _insert_sql(vendor: str, ops: Any, table: str, columns: tuple[str, ...]) -> str:
+    """The INSERT statement for these columns, written once per database vendor."""
+    key = (vendor, table, columns)
+    sql = _INSERT_SQL.get(key)
+    if sql is None:
+        names = ", ".join(ops.quote_name(name) for name in columns)
+        marks = ", ".join(["%s"] * len(columns))
+        sql = _INSERT_SQL[key] = f"INSERT INTO {ops.quote_name(table)} ({names}) VALUES ({marks})"
+    return sql
 
 
 _ELICITATION_FIELDS = [f.name for f in fields(ElicitationRecord)]
