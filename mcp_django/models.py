@@ -74,9 +74,7 @@ class MCPElicitation(models.Model):
     server_name = models.CharField(max_length=200)
     tool = models.CharField(max_length=200, null=True, blank=True)
     session_id = models.CharField(max_length=64, null=True, blank=True, help_text="Legacy session that asked.")
-    state_id = models.CharField(
-        max_length=32, null=True, blank=True, db_index=True, help_text="2026-07-28 request state that asked."
-    )
+    state_id = models.CharField(max_length=32, null=True, blank=True, help_text="2026-07-28 request state that asked.")
     request_key = models.CharField(max_length=200, help_text="Server-to-client request id, or inputRequests key.")
     principal = models.CharField(max_length=255, null=True, blank=True)
     mode = models.CharField(max_length=8, choices=MODE_CHOICES)
@@ -100,6 +98,9 @@ class MCPElicitation(models.Model):
         indexes = [
             models.Index(fields=["session_id", "request_key"], name="mcp_elicitation_request"),
             models.Index(fields=["session_id", "stream_key"], name="mcp_elicitation_stream"),
+            # Both columns the redemption names: a planner without statistics (SQLite) would
+            # otherwise take the status index and walk every pending row.
+            models.Index(fields=["state_id", "request_key"], name="mcp_elicitation_state"),
         ]
 
     def __str__(self) -> str:

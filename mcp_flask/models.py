@@ -141,13 +141,16 @@ class MCPElicitation(MCPModel):
     __table_args__ = (
         Index("ix_mcp_elicitation_request", "session_id", "request_key"),
         Index("ix_mcp_elicitation_stream", "session_id", "stream_key"),
+        # Both columns the redemption names: a planner without statistics (SQLite) would
+        # otherwise take the status index and walk every pending row.
+        Index("ix_mcp_elicitation_state", "state_id", "request_key"),
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     server_name: Mapped[str] = mapped_column(String(200))
     tool: Mapped[str | None] = mapped_column(String(200))
     session_id: Mapped[str | None] = mapped_column(String(64), doc="Legacy session that asked.")
-    state_id: Mapped[str | None] = mapped_column(String(32), index=True, doc="2026-07-28 request state that asked.")
+    state_id: Mapped[str | None] = mapped_column(String(32), doc="2026-07-28 request state that asked.")
     request_key: Mapped[str] = mapped_column(String(200), doc="Server-to-client request id, or inputRequests key.")
     principal: Mapped[str | None] = mapped_column(String(255))
     mode: Mapped[str] = mapped_column(String(8), doc="form or url.")

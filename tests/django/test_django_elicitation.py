@@ -285,3 +285,46 @@ def test_purge_command_keeps_pending_questions() -> None:
     call_command("mcp_purge", stdout=out)
     assert "1 old elicitation(s); marked 1 overdue elicitation(s) expired." in out.getvalue()
     assert [r.status for r in store.elicitations_for_state("1" * 32)] == ["expired"]
+
+
+def test_a_redemption_reaches_its_question_by_state_not_through_every_pending_row() -> None:
+    """With thousands of questions pending, redeeming one handle must not walk them all:
+    SQLite (no statistics) chose the status index for the answer's UPDATE until the
+    ``(state_id, request_key)`` index existed."""
+    from django.db import connection
+
+    if connection.vendor != "sqlite":
+        pytest.skip("the planner choice checked here is SQLite's")
+    store = DjangoStore()
+    now = time.time()
+    states = []
+    for n in range(300):
+        state = RequestStateRecord(uuid.uuid4().hex, "Files", "tools/call", "t", "d", None, "v1.x", now, now + 60)
+        form = {"mode": "form", "message": f"Sure {n}?", "requestedSchema": {"type": "object", "properties": {}}}
+        question = new_record(
+            server_name="Files",
+            tool="t",
+            params=form,
+            request_key="k",
+            principal=None,
+            expires=now + 60,
+            state_id=state.state_id,
+        )
+        store.save_request_state(state, [question])
+        states.append((state, question))
+    state, question = states[150]
+    connection.ensure_connection()
+    statements: list[str] = []
+    connection.connection.set_trace_callback(statements.append)
+    try:
+        redeemed = store.consume_request_state(
+            state.state_id, "Files", "tools/call", "t", "d", None, now, {"k": ("declined", None)}
+        )
+    finally:
+        connection.connection.set_trace_callback(None)
+    assert redeemed is not None
+    assert store.get_elicitation(question.id).status == "declined"
+    assert store.get_elicitation(states[151][1].id).status == "pending"
+    (answer,) = [s for s in statements if s.startswith("UPDATE") and "mcpelicitation" in s]
+    plan = " ".join(str(row) for row in connection.connection.execute("EXPLAIN QUERY PLAN " + answer))
+    assert "mcp_elicitation_state" in plan, plan

@@ -41,7 +41,7 @@ from mcp_flask.models import (
 from tests.flask.conftest import POSTGRES_URL
 
 PREVIOUS = "mcp_0001"
-HEAD = "mcp_0003"
+HEAD = "mcp_0004"
 NEW_TABLES = ("mcp_elicitation", "mcp_request_state", "mcp_worker")
 ALL_TABLES = ("mcp_session", "mcp_event", "mcp_pending_request", *NEW_TABLES)
 TIME_FIELDS = ("created", "updated", "expires", "consumed")
@@ -591,6 +591,36 @@ def test_consume_answers_only_that_states_pending_rows(store: SessionStore) -> N
     assert other is not None and (other.status, other.answer) == ("pending", None)
 
 
+def test_a_redemption_reaches_its_question_by_state_not_through_every_pending_row(tmp_path: Path) -> None:
+    """With thousands of questions pending, redeeming one handle must not walk them all:
+    SQLite (no statistics) chose the status index for the answer's UPDATE until the
+    ``(state_id, request_key)`` index existed."""
+    with _migrated_engine("sqlite", None, tmp_path) as engine:  # type: ignore[arg-type]
+        store = SQLAlchemyStore(engine)
+        now = time.time()
+        for n in range(300):
+            state_id = f"st{n:03d}"
+            row = _elicitation(f"q{n:03d}", created=now, session_id=None, state_id=state_id, request_key="edition")
+            store.save_request_state(_state(state_id, now=now), [row])
+        statements: list[tuple[str, Any]] = []
+
+        def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
+            statements.append((statement, parameters))
+
+        sa.event.listen(engine, "before_cursor_execute", record)
+        try:
+            answers = {"edition": ("declined", None)}
+            assert _consume(store, now + 1, state_id="st150", answers=answers) is not None
+        finally:
+            sa.event.remove(engine, "before_cursor_execute", record)
+        assert store.get_elicitation("q150").status == "declined"  # type: ignore[union-attr]
+        assert store.get_elicitation("q151").status == "pending"  # type: ignore[union-attr]
+        (answer,) = [(sql, p) for sql, p in statements if sql.startswith("UPDATE mcp_elicitation")]
+        with engine.connect() as connection:
+            plan = connection.exec_driver_sql("EXPLAIN QUERY PLAN " + answer[0], answer[1]).all()
+        assert "ix_mcp_elicitation_state" in str(plan), plan
+
+
 def test_purge_expired_deletes_old_request_states(sql_store: SQLAlchemyStore) -> None:
     now = time.time()
     sql_store.create_session(_session("old", last_seen=now - 1000))
@@ -723,7 +753,7 @@ def _check_head(engine: Engine) -> None:
     assert _indexes(engine, "mcp_elicitation") == {
         "ix_mcp_elicitation_elicitation_id": ["elicitation_id"],
         "ix_mcp_elicitation_request": ["session_id", "request_key"],
-        "ix_mcp_elicitation_state_id": ["state_id"],
+        "ix_mcp_elicitation_state": ["state_id", "request_key"],
         "ix_mcp_elicitation_status": ["status"],
         "ix_mcp_elicitation_stream": ["session_id", "stream_key"],
     }
