@@ -9,7 +9,9 @@ resolver) and reports:
 * the worker's RSS growth per pending elicitation;
 * its thread count, and whether its 4 request threads are free: while every question waits,
   200 plain ``echo`` calls (8 at a time) must be served at their usual latency;
-* how many pending rows the database holds.
+* how many pending rows the database holds;
+* 2026-07-28: how long answering 200 of the waiting questions takes (each retry must reach its
+  own row, not walk the backlog).
 
 2026-07-28: a question is a row and a handle in the client's hands; the server holds nothing.
 Legacy: the tool's coroutine waits on the event loop (that is the legacy protocol: the call is
@@ -179,16 +181,39 @@ def json_of(data: bytes) -> dict:
     return json.loads(text[start : text.rfind("}") + 1])
 
 
+MODERN_HEADERS = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "confirm_echo"}
+ASKED: list[tuple[str, str]] = []
+"""``(inputRequests key, requestState handle)`` of each 2026-07-28 question asked, to answer later."""
+
+
+def modern_call(**extra: object) -> dict[str, object]:
+    params = {"name": "confirm_echo", "arguments": {"text": "wait"}, "_meta": META, **extra}
+    return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+
+
 async def ask_modern(port: int) -> None:
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": "confirm_echo", "arguments": {"text": "wait"}, "_meta": META},
-    }
-    headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "confirm_echo"}
-    _, data = await http(port, body, headers)
-    assert json_of(data)["result"]["resultType"] == "input_required", data[:200]
+    _, data = await http(port, modern_call(), MODERN_HEADERS)
+    result = json_of(data)["result"]
+    assert result["resultType"] == "input_required", data[:200]
+    (key,) = result["inputRequests"]
+    ASKED.append((key, result["requestState"]))
+
+
+async def answer_latencies(port: int, count: int = 200, concurrency: int = 8) -> list[float]:
+    """Answer ``count`` of the waiting 2026-07-28 questions (the retry with the answer and the
+    handle) while the others keep waiting: each must find its own row, not walk the backlog."""
+    latencies: list[float] = []
+
+    async def one(_port: int) -> None:
+        key, handle = ASKED.pop(0)
+        answer = {key: {"action": "accept", "content": {"ok": True}}}
+        started = time.perf_counter()
+        _, data = await http(port, modern_call(inputResponses=answer, requestState=handle), MODERN_HEADERS)
+        assert json_of(data)["result"]["content"][0]["text"] == "echo: wait", data[:200]
+        latencies.append((time.perf_counter() - started) * 1000)
+
+    await run_many(one, port, count, concurrency)
+    return latencies
 
 
 async def ask_legacy(port: int) -> None:
@@ -274,6 +299,11 @@ def measure(framework: str, wire: str, count: int) -> dict[str, object]:
             waiting_cpu = 100 * (cpu_seconds(worker) - cpu_before) / (time.monotonic() - started)
             busy = asyncio.run(echo_latencies(server.port))
             rows = server.pending_rows() - before_rows
+            answered: dict[str, object] = {}
+            if wire == "modern":
+                ASKED[:] = ASKED[-count:]  # the questions still waiting (not the warm-up's)
+                answers = asyncio.run(answer_latencies(server.port))
+                answered = {"answer_p50_with_pending_ms": statistics.median(answers), "answer_max_ms": max(answers)}
             return {
                 "framework": framework,
                 "wire": wire,
@@ -289,6 +319,7 @@ def measure(framework: str, wire: str, count: int) -> dict[str, object]:
                 "echo_p50_with_pending_ms": statistics.median(busy),
                 "echo_max_with_pending_ms": max(busy),
                 "worker_cpu_pct_while_waiting": waiting_cpu,
+                **answered,
             }
         finally:
             server.stop()
@@ -313,6 +344,12 @@ def main() -> None:
             f"{r['echo_p50_idle_ms']:>11.1f} ms {r['echo_p50_with_pending_ms']:>10.1f} ms "
             f"{r['echo_max_with_pending_ms']:>5.0f} {r['worker_cpu_pct_while_waiting']:>10.1f} %"
         )
+    for r in results:
+        if "answer_p50_with_pending_ms" in r:
+            print(
+                f"{r['wire']}: answering 200 of the {r['pending']} waiting questions (retry with the handle), "
+                f"p50 {r['answer_p50_with_pending_ms']:.1f} ms, max {r['answer_max_ms']:.0f} ms"
+            )
     print(json.dumps(results, indent=2))
 
 
