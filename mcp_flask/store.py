@@ -7,11 +7,12 @@ each call opens its own ``Session`` on the extension's own engine (not Flask-SQL
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import os
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import fields
 from typing import Any, ParamSpec, TypeVar
 
@@ -135,6 +136,61 @@ _ANSWER_STATE_ROW = (
 )
 
 
+class _DriverStatement:
+    """A Core statement compiled once for the engine's dialect, run on the DBAPI cursor.
+
+    For the statements of every 2026-07-28 question (save, redeem): SQLAlchemy's
+    per-execution machinery (execution context, parameter construction, result wrapping,
+    pool events) costs more there than the database's own work. Bound values still go
+    through the column types' bind processors, read-back values through their result
+    processors, exactly as ``Connection.execute`` applies them.
+    """
+
+    __slots__ = ("_compiled", "_order", "_processors", "_results", "sql")
+
+    def __init__(self, statement: Any, dialect: Any, column_keys: Sequence[str] | None = None) -> None:
+        compiled = statement.compile(dialect=dialect, column_keys=list(column_keys) if column_keys else None)
+        self._compiled = compiled
+        self.sql: str = compiled.string
+        self._order: tuple[str, ...] | None = tuple(compiled.positiontup) if compiled.positional else None
+        self._processors = {
+            key: processor
+            for key, bind in compiled.binds.items()
+            if (processor := bind.type.dialect_impl(dialect).bind_processor(dialect)) is not None
+        }
+        read_back = compiled.returning or getattr(statement, "selected_columns", None) or ()
+        self._results = [column.type.dialect_impl(dialect).result_processor(dialect, None) for column in read_back]
+
+    def params(self, values: Mapping[str, Any]) -> Any:
+        bound = self._compiled.construct_params(values)
+        for key, processor in self._processors.items():
+            bound[key] = processor(bound[key])
+        return [bound[key] for key in self._order] if self._order is not None else bound
+
+    def row(self, raw: Sequence[Any]) -> tuple[Any, ...]:
+        return tuple(
+            value if process is None else process(value) for process, value in zip(self._results, raw, strict=True)
+        )
+
+
+class _DriverStatements:
+    """The hot statements of one engine's dialect (inserts per column set, built on first use)."""
+
+    def __init__(self, dialect: Any, update_returning: bool) -> None:
+        self.dialect = dialect
+        self.claim = _DriverStatement(_CLAIM_STATE_RETURNING if update_returning else _CLAIM_STATE, dialect)
+        self.read_state = _DriverStatement(_READ_STATE, dialect)
+        self.answer = _DriverStatement(_ANSWER_STATE_ROW, dialect)
+        self._inserts: dict[tuple[Any, tuple[str, ...]], _DriverStatement] = {}
+
+    def insert(self, statement: Any, columns: tuple[str, ...]) -> _DriverStatement:
+        key = (statement, columns)
+        found = self._inserts.get(key)
+        if found is None:
+            found = self._inserts[key] = _DriverStatement(statement, self.dialect, columns)
+        return found
+
+
 class SQLAlchemyStore:
     """Sessions, events, pending requests, elicitations, request states and worker heartbeats
     in a SQL database, through SQLAlchemy 2.x.
@@ -152,6 +208,42 @@ class SQLAlchemyStore:
         self._write_lock = SQLiteWriteLock(engine.url.database) if sqlite else None
         # PostgreSQL, SQLite >= 3.35: a claimed request state is read back by its UPDATE.
         self._update_returning = bool(getattr(engine.dialect, "update_returning", False))
+        self._sqlite = sqlite
+        self._driver = _DriverStatements(engine.dialect, self._update_returning)
+
+    @contextlib.contextmanager
+    def _driver_transaction(self) -> Iterator[Any]:
+        """A DBAPI cursor inside one transaction on a pooled connection, for the statements of
+        :class:`_DriverStatements`. Driver errors surface as SQLAlchemy's (``IntegrityError``,
+        and a lost connection as an invalidated ``DBAPIError``, which ``_retry`` retries)."""
+        dialect = self.engine.dialect
+        raw = self.engine.raw_connection()
+        cursor = None
+        try:
+            cursor = raw.cursor()
+            if self._sqlite:
+                cursor.execute("BEGIN IMMEDIATE")
+            yield cursor
+            raw.commit()
+        except dialect.loaded_dbapi.Error as exc:
+            lost = dialect.is_disconnect(exc, raw.dbapi_connection, cursor)
+            if lost:
+                raw.invalidate(exc)
+            else:
+                with contextlib.suppress(Exception):
+                    raw.rollback()
+            raise DBAPIError.instance(
+                None, None, exc, dialect.loaded_dbapi.Error, connection_invalidated=lost, dialect=dialect
+            ) from exc
+        except BaseException:
+            with contextlib.suppress(Exception):
+                raw.rollback()
+            raise
+        finally:
+            if cursor is not None:
+                with contextlib.suppress(Exception):
+                    cursor.close()
+            raw.close()
 
     def _session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)
@@ -462,11 +554,15 @@ class SQLAlchemyStore:
     @_retry
     @_serial_on_sqlite
     def save_request_state(self, state: RequestStateRecord, elicitations: list[ElicitationRecord]) -> None:
-        # Every 2026-07-28 question: Core INSERTs in one transaction, no ORM unit of work.
-        with self.engine.begin() as conn:
-            conn.execute(_INSERT_STATE, column_values(state, _ts))
-            if elicitations:
-                conn.execute(_INSERT_ELICITATION, [column_values(record, _ts) for record in elicitations])
+        # Every 2026-07-28 question: its INSERTs in one transaction, on the driver's cursor.
+        values = column_values(state, _ts)
+        rows = [column_values(record, _ts) for record in elicitations]
+        with self._driver_transaction() as cursor:
+            statement = self._driver.insert(_INSERT_STATE, tuple(values))
+            cursor.execute(statement.sql, statement.params(values))
+            if rows:
+                statement = self._driver.insert(_INSERT_ELICITATION, tuple(rows[0]))
+                cursor.executemany(statement.sql, [statement.params(row) for row in rows])
 
     @_retry
     @_serial_on_sqlite
@@ -494,21 +590,23 @@ class SQLAlchemyStore:
             "b_digest": args_digest,
             "b_principal": principal,
         }
-        with self.engine.begin() as conn:
+        driver = self._driver
+        with self._driver_transaction() as cursor:
+            cursor.execute(driver.claim.sql, driver.claim.params(binding))
             if self._update_returning:
-                claimed = conn.execute(_CLAIM_STATE_RETURNING, binding).first()
-                if claimed is None:
+                found = cursor.fetchone()
+                if found is None:
                     return None
+                claimed = driver.claim.row(found)
             else:
-                if conn.execute(_CLAIM_STATE, binding).rowcount != 1:
+                if cursor.rowcount != 1:
                     return None
-                claimed = conn.execute(_READ_STATE, {"b_state": state_id}).one()
+                cursor.execute(driver.read_state.sql, driver.read_state.params({"b_state": state_id}))
+                claimed = driver.read_state.row(cursor.fetchone())
             sealed, created, expires = claimed
             for key, (status, answer) in answers.items():
-                conn.execute(
-                    _ANSWER_STATE_ROW,
-                    {"b_state": state_id, "b_key": key, "b_status": status, "b_answer": answer, "b_moment": moment},
-                )
+                values = {"b_state": state_id, "b_key": key, "b_status": status, "b_answer": answer, "b_moment": moment}
+                cursor.execute(driver.answer.sql, driver.answer.params(values))
         return RequestStateRecord(
             state_id=state_id,
             server_name=server_name,

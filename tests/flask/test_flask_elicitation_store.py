@@ -500,6 +500,61 @@ def test_save_request_state_is_one_transaction(sql_store: SQLAlchemyStore) -> No
     assert [r.state_id for r in sql_store.elicitations_for_state("st1")] == ["st1"]
 
 
+def test_without_update_returning_the_claim_is_read_back(sql_store: SQLAlchemyStore) -> None:
+    """Databases without ``UPDATE ... RETURNING`` (SQLite < 3.35) read the claimed row in the
+    same transaction; the values come back through the same column types."""
+    from mcp_flask.store import _DriverStatements
+
+    sql_store._update_returning = False
+    sql_store._driver = _DriverStatements(sql_store.engine.dialect, False)
+    now = time.time()
+    state = _state(now=now)
+    sql_store.save_request_state(state, [_elicitation("q1", created=now, session_id=None, state_id="st1")])
+    consumed = _consume(sql_store, now + 1, answers={"srv-1": ("accepted", '{"ok":true}')})
+    _same(consumed, replace(state, consumed=now + 1))
+    assert _consume(sql_store, now + 2) is None
+    row = sql_store.get_elicitation("q1")
+    assert row is not None and (row.status, row.answer) == ("accepted", '{"ok":true}')
+
+
+@pytest.mark.postgres
+def test_a_connection_lost_under_a_redemption_is_retried_on_a_new_one(pg_store_url: str) -> None:
+    """The database drops the connection after the pool handed it out: the statement fails
+    with a disconnect, the connection is thrown away and the redemption runs again, once."""
+    import psycopg
+
+    engine = make_engine(pg_store_url)
+    store = SQLAlchemyStore(engine)
+    now = time.time()
+    store.save_request_state(_state("st-lost", now=now), [])
+    killed: list[int] = []
+
+    def kill_once(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+        if killed:
+            return
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            (pid,) = cursor.fetchone()
+        dbapi_connection.rollback()
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+        killed.append(pid)
+
+    sa.event.listen(engine, "checkout", kill_once)
+    try:
+        consumed = _consume(store, now + 1, state_id="st-lost")
+    finally:
+        sa.event.remove(engine, "checkout", kill_once)
+        engine.dispose()
+    assert killed, "the connection was never handed out"
+    assert consumed is not None and consumed.state_id == "st-lost"
+    engine = make_engine(pg_store_url)
+    try:
+        assert _consume(SQLAlchemyStore(engine), now + 2, state_id="st-lost") is None
+    finally:
+        engine.dispose()
+
+
 def test_consume_is_single_use(store: SessionStore) -> None:
     now = time.time()
     state = _state(now=now)
@@ -602,22 +657,23 @@ def test_a_redemption_reaches_its_question_by_state_not_through_every_pending_ro
             state_id = f"st{n:03d}"
             row = _elicitation(f"q{n:03d}", created=now, session_id=None, state_id=state_id, request_key="edition")
             store.save_request_state(_state(state_id, now=now), [row])
-        statements: list[tuple[str, Any]] = []
+        statements: list[str] = []
 
-        def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
-            statements.append((statement, parameters))
+        def trace(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+            # Every statement the store's connection runs, values filled in (SQLite's trace).
+            dbapi_connection.set_trace_callback(statements.append)
 
-        sa.event.listen(engine, "before_cursor_execute", record)
+        sa.event.listen(engine, "checkout", trace)
         try:
             answers = {"edition": ("declined", None)}
             assert _consume(store, now + 1, state_id="st150", answers=answers) is not None
         finally:
-            sa.event.remove(engine, "before_cursor_execute", record)
+            sa.event.remove(engine, "checkout", trace)
         assert store.get_elicitation("q150").status == "declined"  # type: ignore[union-attr]
         assert store.get_elicitation("q151").status == "pending"  # type: ignore[union-attr]
-        (answer,) = [(sql, p) for sql, p in statements if sql.startswith("UPDATE mcp_elicitation")]
+        (answer,) = [sql for sql in statements if sql.startswith("UPDATE mcp_elicitation")]
         with engine.connect() as connection:
-            plan = connection.exec_driver_sql("EXPLAIN QUERY PLAN " + answer[0], answer[1]).all()
+            plan = connection.exec_driver_sql("EXPLAIN QUERY PLAN " + answer).all()
         assert "ix_mcp_elicitation_state" in str(plan), plan
 
 
