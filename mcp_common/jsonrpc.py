@@ -21,12 +21,29 @@ SSE_HEADERS = {
 
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"))
 
 
 def dumps(value: Any) -> str:
     """Compact JSON, non-ASCII kept as is (one encoder for the process: ``json.dumps`` with
-    options builds a new one per call)."""
-    return _ENCODER.encode(value)
+    options builds a new one per call).
+
+    Always encodable as UTF-8: a lone surrogate (JSON text may carry ``"\\ud800"``, and a tool
+    may echo it back) is written as an escape, as is all non-ASCII text of that value.
+    """
+    text = _ENCODER.encode(value)
+    if text.isascii() or utf8_safe(text):
+        return text
+    return _ASCII_ENCODER.encode(value)
+
+
+def utf8_safe(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8 (it holds no lone surrogate)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def error_body(code: int, message: str, request_id: Any = None, data: Any = None) -> dict[str, Any]:

@@ -177,6 +177,7 @@ TEXTS = [
     "</script><!--",
     "\x00mcp-text-probe-1\x00",
     "x" * 20_000,
+    "lone \ud800 surrogate, then é",  # JSON may carry it; UTF-8 cannot: it must come back escaped
 ]
 
 
