@@ -7,19 +7,26 @@ from typing import Any
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.text import Truncator
 
 from mcp_django.models import MCPElicitation
 
 
 @admin.register(MCPElicitation)
 class MCPElicitationAdmin(admin.ModelAdmin):
-    list_display = ("created", "server_name", "tool", "mode", "status", "elicitation_id", "principal", "expires")
+    # The question itself is what staff review; server and mode are filters, the rest is on
+    # the question's own page.
+    list_display = ("created", "tool", "question", "status", "elicitation_id", "principal")
     list_filter = ("status", "mode", "server_name")
     search_fields = ("id", "elicitation_id", "principal", "tool", "message", "session_id")
     date_hierarchy = "created"
     ordering = ("-created",)
     actions = ("complete_selected",)
     readonly_fields = [f.name for f in MCPElicitation._meta.fields]
+
+    @admin.display(description="Question", ordering="message")
+    def question(self, obj: MCPElicitation) -> str:
+        return Truncator(obj.message).chars(80)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         # Questions are asked by tools, not typed in by staff.

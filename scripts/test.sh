@@ -19,6 +19,16 @@ if command -v redis-cli >/dev/null 2>&1 && ! redis-cli -h 127.0.0.1 -p 6379 ping
     --dir /var/lib/redis --logfile /var/log/redis/ci.log
 fi
 
+# -- Debian's Chromium, for the browser tests (Playwright drives it; its own download is not used) --
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  log "installing Debian's chromium package"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y --no-install-recommends chromium >/dev/null 2>&1 \
+    || { apt-get update >/dev/null && apt-get install -y --no-install-recommends chromium >/dev/null; } \
+    || echo "could not install chromium: the browser tests will fail under CI, skip elsewhere" >&2
+fi
+export MCP_SCREENSHOTS=${MCP_SCREENSHOTS:-$PWD/.cache/screenshots}
+
 # -- Python environments ------------------------------------------------------------------------
 PYTHON=${PYTHON:-python3}
 VENV=${MCP_VENV:-.venv}

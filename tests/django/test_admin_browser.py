@@ -1,0 +1,173 @@
+"""Staff review questions in the Django admin, in a real browser: headless Chromium (Debian's
+package, driven by Playwright) against a live server, logging in through the login form as a
+person would, with a screenshot of each page.
+
+The screenshots go to ``MCP_SCREENSHOTS`` when it is set (``scripts/test.sh`` keeps them in
+``.cache/screenshots``), else to the test's temporary folder.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+
+from mcp_common.elicitation import new_record
+from mcp_common.store import RequestStateRecord, SessionRecord
+from mcp_django.models import MCPElicitation
+from mcp_django.store import DjangoStore
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PASSWORD = "pw-for-browser-tests-only"
+
+
+def chromium() -> str:
+    """Debian's Chromium; outside CI a machine without it skips these tests, in CI it fails."""
+    for candidate in (os.environ.get("MCP_CHROMIUM"), shutil.which("chromium"), "/usr/bin/chromium"):
+        if candidate and Path(candidate).exists():
+            return candidate
+    message = "Chromium is not installed (scripts/test.sh installs Debian's chromium package)"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def questions(store: DjangoStore) -> dict[str, str]:
+    """A pending form question, a pending URL question in a legacy session, an answered one."""
+    now = time.time()
+    session_id = uuid.uuid4().hex
+    store.create_session(SessionRecord(session_id, "2025-11-25", "{}", None, "Bistro", now, now))
+    form = new_record(
+        server_name="Bistro",
+        tool="book_table",
+        params={
+            "mode": "form",
+            "message": "No table for 2 on 2025-12-25. Would you like to try another date?",
+            "requestedSchema": {"type": "object", "properties": {"alternative_date": {"type": "string"}}},
+        },
+        request_key="date",
+        principal="django-user:7",
+        expires=now + 600,
+        state_id=uuid.uuid4().hex,
+    )
+    url = new_record(
+        server_name="Bistro",
+        tool="pay_deposit",
+        params={
+            "mode": "url",
+            "message": "Pay the deposit for table 17",
+            "url": "https://pay.example.com/deposit-17",
+            "elicitationId": "deposit-17",
+        },
+        request_key="srv-1",
+        principal="django-user:7",
+        expires=now + 600,
+        session_id=session_id,
+        owner="host:1:x",
+        stream_key="s1",
+        call_id="5",
+    )
+    answered = new_record(
+        server_name="Files",
+        tool="delete_folder",
+        params={"mode": "form", "message": "Delete folder 'reports'?", "requestedSchema": {"type": "object"}},
+        request_key="ok",
+        principal=None,
+        expires=now + 600,
+        state_id=uuid.uuid4().hex,
+    )
+    for record in (form, answered):
+        assert record.state_id is not None and record.tool is not None
+        state = RequestStateRecord(
+            record.state_id, record.server_name, "tools/call", record.tool, "d", None, "v1.x", now, now + 600
+        )
+        store.save_request_state(state, [record])
+    store.create_pending(session_id, "srv-1", "elicitation/create", "{}", url)
+    MCPElicitation.objects.filter(id=answered.id).update(status="declined")
+    return {"form": form.id, "url": url.id, "answered": answered.id}
+
+
+def browse(base: str, executable: str, shots: Path, ids: dict[str, str]) -> dict[str, Any]:
+    """What a member of staff does and sees; run in its own thread (Playwright's sync API keeps
+    an event loop in the thread that drives it, where Django would refuse ORM calls)."""
+    from playwright.sync_api import sync_playwright
+
+    seen: dict[str, Any] = {}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.goto(f"{base}/admin/mcp_django/mcpelicitation/")
+            seen["login_url"] = page.url
+            page.fill("#id_username", "staff")
+            page.fill("#id_password", PASSWORD)
+            page.click("input[type=submit]")
+            page.wait_for_url("**/admin/mcp_django/mcpelicitation/")
+            seen["list_title"] = page.title()
+            seen["list_rows"] = page.locator("#result_list tbody tr").count()
+            seen["list_text"] = page.inner_text("#result_list")
+            seen["filters"] = page.inner_text("#changelist-filter")
+            page.screenshot(path=str(shots / "admin-elicitations.png"), full_page=True)
+
+            page.click("#changelist-filter a:text-is('Pending')")
+            page.wait_for_url("**status__exact=pending**")
+            seen["pending_rows"] = page.locator("#result_list tbody tr").count()
+            page.screenshot(path=str(shots / "admin-elicitations-pending.png"), full_page=True)
+
+            page.goto(f"{base}/admin/mcp_django/mcpelicitation/{ids['form']}/change/")
+            seen["detail_text"] = page.inner_text("#content")
+            seen["detail_has_save"] = page.locator("input[name=_save]").count()
+            page.screenshot(path=str(shots / "admin-elicitation-detail.png"), full_page=True)
+
+            page.goto(f"{base}/admin/mcp_django/mcpelicitation/")
+            page.check(f"input[name=_selected_action][value='{ids['url']}']")
+            page.select_option("select[name=action]", "complete_selected")
+            page.click("button[name=index]")
+            page.wait_for_selector("ul.messagelist")
+            seen["message"] = page.inner_text("ul.messagelist")
+            page.screenshot(path=str(shots / "admin-elicitation-completed.png"), full_page=True)
+        finally:
+            browser.close()
+    return seen
+
+
+def test_staff_review_and_complete_questions_in_a_browser(live_server: Any, tmp_path: Path) -> None:
+    executable = chromium()
+    shots = Path(os.environ.get("MCP_SCREENSHOTS") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    store = DjangoStore()
+    ids = questions(store)
+    User.objects.create_superuser("staff", "staff@example.com", PASSWORD)
+
+    with ThreadPoolExecutor(1) as pool:
+        seen = pool.submit(browse, live_server.url, executable, shots, ids).result(timeout=120)
+
+    # Not logged in: the admin sent the browser to its login form first.
+    assert "/admin/login/" in seen["login_url"]
+    assert seen["list_title"].startswith("Select MCP elicitation to view")
+    assert seen["list_rows"] == 3
+    # Each row shows the question as asked (long ones cut at 80 characters).
+    assert "No table for 2 on 2025-12-25. Would you like to try another date?" in seen["list_text"]
+    assert "Pay the deposit for table 17" in seen["list_text"]
+    for text in ("book_table", "pay_deposit", "delete_folder", "deposit-17", "Pending", "Declined"):
+        assert text in seen["list_text"], text
+    for text in ("By status", "By mode", "By server name"):
+        assert text in seen["filters"], text
+    assert seen["pending_rows"] == 2
+    # The detail page shows the question as asked, read-only.
+    assert "No table for 2 on 2025-12-25. Would you like to try another date?" in seen["detail_text"]
+    assert "alternative_date" in seen["detail_text"]
+    assert seen["detail_has_save"] == 0
+    assert "1 elicitation(s) completed." in seen["message"]
+    assert store.get_elicitation(ids["url"]).status == "completed"  # type: ignore[union-attr]
+    assert store.get_elicitation(ids["form"]).status == "pending"  # type: ignore[union-attr]
+    for name in ("admin-elicitations", "admin-elicitations-pending", "admin-elicitation-detail"):
+        assert (shots / f"{name}.png").stat().st_size > 10_000, name
