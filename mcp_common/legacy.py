@@ -166,6 +166,13 @@ class CallStream:
             if final:
                 self._queue.put_nowait(None)
 
+    def abort(self, message: Mapping[str, Any]) -> None:
+        """End an attached response with ``message``, which is not logged (the log failed)."""
+        if self.attached:
+            self.attached = False
+            self._queue.put_nowait(sse_frame(dumps(message)))
+            self._queue.put_nowait(None)
+
     def detach_now(self, retry_ms: int) -> None:
         """End the HTTP response with a ``retry:`` hint: the call goes on; the client resumes it
         from the event log after ``retry_ms``."""
@@ -598,7 +605,15 @@ class LegacyProtocol:
                 raise
             except Exception as exc:
                 reply = _error_reply(message.id, exc)
-            await stream.send(reply, final=True)
+            try:
+                await stream.send(reply, final=True)
+            except Exception:
+                # The answer could not be logged (the database failed): the attached client
+                # still gets a JSON-RPC error and its stream ends, instead of waiting forever.
+                logger.exception(
+                    "MCP session %s: the answer to request %r could not be sent", session.session_id, message.id
+                )
+                stream.abort(error_body(INTERNAL_ERROR, "Internal server error", message.id))
 
         task = asyncio.create_task(run_call())
         self.endpoint.track(task)

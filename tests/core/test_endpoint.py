@@ -4,6 +4,7 @@ sharing a database (each with its own MCPServer instance, as separate processes 
 from __future__ import annotations
 
 import json
+import threading
 from typing import Annotated, Any
 
 import pytest
@@ -45,6 +46,11 @@ def build_server() -> MCPServer:
         await ctx.close_sse_stream()
         await ctx.report_progress(2, 2, "done")
         return "report ready"
+
+    @server.tool()
+    async def steps(ctx: Context) -> str:
+        await ctx.report_progress(1, 1, "one step")
+        return "all steps done"
 
     return server
 
@@ -175,7 +181,12 @@ def test_session_lives_in_the_store_not_in_a_worker() -> None:
     first, second = endpoint(store), endpoint(store)
     session = initialize(first)
     listed = second.handle(legacy(session, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
-    assert {t["name"] for t in json.loads(listed.body)["result"]["tools"]} == {"hello", "interview", "slow_report"}
+    assert {t["name"] for t in json.loads(listed.body)["result"]["tools"]} == {
+        "hello",
+        "interview",
+        "slow_report",
+        "steps",
+    }
     assert first.handle(request("DELETE", mcp_session_id=session)).status == 200
     gone = second.handle(legacy(session, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
     assert gone.status == 404
@@ -320,20 +331,18 @@ def test_unanswered_elicitation_ends_as_cancel() -> None:
     assert final["result"]["content"][0]["text"] == "No interview (cancel)"
 
 
+def call_reporting_progress(session: str, request_id: int, tool: str) -> HTTPRequest:
+    """A legacy ``tools/call`` of ``tool`` asking for progress notifications."""
+    params = {"name": tool, "arguments": {}, "_meta": {"progressToken": f"p{request_id}"}}
+    return legacy(session, {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
+
+
 @pytest.mark.parametrize("resume_on", ["same", "other"])
 def test_stream_closed_by_the_server_resumes_on_any_worker(resume_on: str) -> None:
     store = MemoryStore()
     first, second = endpoint(store), endpoint(store)
     session = initialize(first)
-    call = legacy(
-        session,
-        {
-            "jsonrpc": "2.0",
-            "id": 9,
-            "method": "tools/call",
-            "params": {"name": "slow_report", "arguments": {}, "_meta": {"progressToken": "p1"}},
-        },
-    )
+    call = call_reporting_progress(session, 9, "slow_report")
     before = events(first, first.handle(call))
     assert before[0]["id"] is not None and before[0]["data"] is None  # the priming event
     assert before[-1]["data"]["params"]["message"] == "half way"
@@ -351,3 +360,30 @@ def test_stream_closed_by_the_server_resumes_on_any_worker(resume_on: str) -> No
     after = [e["data"] for e in events(resumer, resumed) if e["data"]]
     assert after[0]["params"]["message"] == "done"
     assert after[-1]["id"] == 9 and after[-1]["result"]["content"][0]["text"] == "report ready"
+
+
+class FinalEventFails(MemoryStore):
+    """A store whose database fails when a call's answer is logged."""
+
+    def append_event(self, session_id: str, stream_key: str, message: str, final: bool = False) -> int:
+        if final:
+            raise RuntimeError("database is gone")
+        return super().append_event(session_id, stream_key, message, final)
+
+
+def test_an_answer_that_cannot_be_logged_ends_the_stream_with_an_error() -> None:
+    """The call logged a progress event, so its answer goes to the log too; when that write
+    fails, the attached client gets a JSON-RPC error and the end of its stream, not a hang."""
+    point = endpoint(FinalEventFails())
+    session = initialize(point)
+    call = call_reporting_progress(session, 11, "steps")
+    response = point.runner.run(point.handle_async(call))
+    read: list[list[dict[str, Any]]] = []
+    # A daemon reader: a stream that never ended fails the test instead of hanging the run.
+    reader = threading.Thread(target=lambda: read.append(events(point, response)), daemon=True)
+    reader.start()
+    reader.join(10)
+    assert read, "the stream never ended"
+    got = [e["data"] for e in read[0] if e["data"]]
+    assert got[0]["params"]["message"] == "one step"
+    assert got[-1] == {"jsonrpc": "2.0", "id": 11, "error": {"code": -32603, "message": "Internal server error"}}
