@@ -149,6 +149,20 @@ def client_capabilities(raw: Any) -> Any:
 _SCHEMA_CACHE_INSTALLED = False
 
 
+def _json_copy(value: Any) -> Any:
+    """A copy of a JSON value: dicts and lists rebuilt, strings and numbers shared (anything
+    else, which a rendered schema should not hold, deep-copied)."""
+    if type(value) is dict:
+        return {key: _json_copy(item) for key, item in value.items()}
+    if type(value) is list:
+        return [_json_copy(item) for item in value]
+    if value is None or type(value) in (str, int, float, bool):
+        return value
+    import copy
+
+    return copy.deepcopy(value)
+
+
 def install_elicitation_schema_cache() -> None:
     """Render each elicitation model's JSON Schema once per process, not once per question.
 
@@ -158,21 +172,9 @@ def install_elicitation_schema_cache() -> None:
     class (weakly: models made at run time can still be collected) and every caller gets its
     own copy. A model that fails to render is not cached; the SDK's error is raised each time.
     """
-
-    def _json_copy(value: Any) -> Any:
-        # A rendered schema is JSON: dicts and lists are rebuilt, strings and numbers shared.
-        if type(value) is dict:
-            return {key: _json_copy(item) for key, item in value.items()}
-        if type(value) is list:
-            return [_json_copy(item) for item in value]
-        if value is None or type(value) in (str, int, float, bool):
-            return value
-        return copy.deepcopy(value)
-
     global _SCHEMA_CACHE_INSTALLED
     if _SCHEMA_CACHE_INSTALLED:
         return
-    import copy
     import weakref
 
     from mcp.server import elicitation

@@ -37,7 +37,6 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from json.encoder import encode_basestring, encode_basestring_ascii
 from typing import TYPE_CHECKING, Any
 
 from mcp.server.context import ServerRequestContext
@@ -58,7 +57,7 @@ from pydantic import ValidationError
 
 from mcp_common import _sdk
 from mcp_common.http import HTTPRequest, HTTPResponse
-from mcp_common.jsonrpc import JSON, accepts, dumps, is_json_content, json_response, utf8_safe
+from mcp_common.jsonrpc import JSON, accepts, dumps, is_json_content, json_response
 from mcp_common.security import check_request
 
 if TYPE_CHECKING:
@@ -623,11 +622,8 @@ _PROBES = ("\x00mcp-text-probe-1\x00", "\x00mcp-text-probe-2\x00")
 
 def _escaped(text: str) -> str:
     """``text`` as it appears inside a JSON string written by :func:`~mcp_common.jsonrpc.dumps`
-    (which escapes a text holding a lone surrogate)."""
-    escaped = encode_basestring(text)[1:-1]
-    if escaped.isascii() or utf8_safe(escaped):
-        return escaped
-    return encode_basestring_ascii(text)[1:-1]
+    (escaped throughout when it holds a lone surrogate)."""
+    return dumps(text)[1:-1]
 
 
 @dataclass

@@ -178,6 +178,8 @@ class _DriverStatements:
 
     def __init__(self, dialect: Any, update_returning: bool) -> None:
         self.dialect = dialect
+        self.returning = update_returning
+        """The claim reads the state back itself; else ``read_state`` reads it after."""
         self.claim = _DriverStatement(_CLAIM_STATE_RETURNING if update_returning else _CLAIM_STATE, dialect)
         self.read_state = _DriverStatement(_READ_STATE, dialect)
         self.answer = _DriverStatement(_ANSWER_STATE_ROW, dialect)
@@ -206,10 +208,9 @@ class SQLAlchemyStore:
         # Writers to one SQLite file take turns (see mcp_common.store.serial_writes).
         sqlite = engine.url.get_backend_name() == "sqlite"
         self._write_lock = SQLiteWriteLock(engine.url.database) if sqlite else None
-        # PostgreSQL, SQLite >= 3.35: a claimed request state is read back by its UPDATE.
-        self._update_returning = bool(getattr(engine.dialect, "update_returning", False))
         self._sqlite = sqlite
-        self._driver = _DriverStatements(engine.dialect, self._update_returning)
+        # PostgreSQL, SQLite >= 3.35: a claimed request state is read back by its UPDATE.
+        self._driver = _DriverStatements(engine.dialect, bool(getattr(engine.dialect, "update_returning", False)))
 
     @contextlib.contextmanager
     def _driver_transaction(self) -> Iterator[Any]:
@@ -593,7 +594,7 @@ class SQLAlchemyStore:
         driver = self._driver
         with self._driver_transaction() as cursor:
             cursor.execute(driver.claim.sql, driver.claim.params(binding))
-            if self._update_returning:
+            if driver.returning:
                 found = cursor.fetchone()
                 if found is None:
                     return None

@@ -505,7 +505,6 @@ def test_without_update_returning_the_claim_is_read_back(sql_store: SQLAlchemySt
     same transaction; the values come back through the same column types."""
     from mcp_flask.store import _DriverStatements
 
-    sql_store._update_returning = False
     sql_store._driver = _DriverStatements(sql_store.engine.dialect, False)
     now = time.time()
     state = _state(now=now)
