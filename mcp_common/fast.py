@@ -217,7 +217,7 @@ class FastPath:
         classifier and request surface accept it; else ``None`` (the full path answers)."""
         if headers.get("mcp-method") != "tools/call":
             return None
-        verdict = classify_inbound_request(decoded, headers=dict(headers))
+        verdict = classify_inbound_request(decoded, headers=headers if type(headers) is dict else dict(headers))
         if isinstance(verdict, InboundLadderRejection) or verdict.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             return None
         validated = self._validate(tool, verdict.protocol_version, params, headers)
@@ -515,7 +515,9 @@ class FastPath:
             if parts is not None:
                 result = _escaped(outcome.text).join(parts)
                 out = {"Content-Type": JSON, **headers} if headers else {"Content-Type": JSON}
-                reply = f'{{"jsonrpc":"2.0","id":{dumps(call.request_id)},"result":{result}}}'
+                request_id = call.request_id
+                wire_id = str(request_id) if type(request_id) is int else dumps(request_id)
+                reply = f'{{"jsonrpc":"2.0","id":{wire_id},"result":{result}}}'
                 return HTTPResponse(200, out, reply.encode())
             try:
                 with self.endpoint.tool_context():

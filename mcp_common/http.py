@@ -7,6 +7,11 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+_DECODER = json.JSONDecoder()
+_HEADER_NAMES: dict[str, str] = {}
+"""WSGI environ key -> header name (``""``: not a header), for the keys seen first."""
+_HEADER_NAMES_MAX = 512
+
 
 @dataclass
 class HTTPRequest:
@@ -41,7 +46,12 @@ class HTTPRequest:
         Raises ``ValueError`` (or ``RecursionError``) for a body that is not JSON.
         """
         if self.parsed is None:
-            self.parsed = json.loads(self.body)
+            body = self.body
+            if body[:1] == b"{" and body[1:2] != b"\x00":
+                # What ``json.loads`` detects for such a body is UTF-8: decoded as it decodes.
+                self.parsed = _DECODER.decode(body.decode("utf-8", "surrogatepass"))
+            else:
+                self.parsed = json.loads(body)
         return self.parsed
 
 
@@ -64,9 +74,18 @@ def environ_headers(environ: Mapping[str, Any]) -> dict[str, str]:
     ``mcp-session-id``; ``CONTENT_TYPE`` and ``CONTENT_LENGTH`` included): one pass, no
     framework header object."""
     headers: dict[str, str] = {}
+    names = _HEADER_NAMES
     for key, value in environ.items():
-        if key.startswith("HTTP_"):
-            headers[key[5:].replace("_", "-").lower()] = value
-        elif key in ("CONTENT_TYPE", "CONTENT_LENGTH") and value:
-            headers[key.replace("_", "-").lower()] = value
+        name = names.get(key)
+        if name is None:
+            if key.startswith("HTTP_"):
+                name = key[5:].replace("_", "-").lower()
+            elif key in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+                name = key.replace("_", "-").lower()
+            else:
+                name = ""
+            if len(names) < _HEADER_NAMES_MAX:  # clients choose header names: keep it bounded
+                names[key] = name
+        if name and (value or key[0] == "H"):
+            headers[name] = value
     return headers

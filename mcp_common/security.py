@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 from mcp_types import INVALID_REQUEST
@@ -29,6 +30,13 @@ def split_host(host: str) -> tuple[str, str | None]:
 
 def host_allowed(host: str, allowed: tuple[str, ...]) -> bool:
     """Django ``ALLOWED_HOSTS`` semantics, plus the SDK's ``name:*`` (any port) patterns."""
+    return _host_allowed(host, allowed if type(allowed) is tuple else tuple(allowed))
+
+
+@lru_cache(maxsize=256)
+def _host_allowed(host: str, allowed: tuple[str, ...]) -> bool:
+    # A pure function, asked twice per request with the same few values: its verdicts are
+    # cached (bounded, so that many forged Host headers cost memory only up to it).
     if not host:
         return False
     name, _ = split_host(host)
