@@ -377,10 +377,12 @@ class Client:
 
 
 class BareClient(Client):
+    """The very request ``modern-call`` sends (body and headers), to the fixed-answer view."""
+
     def __init__(self, target: Target, stats: Stats) -> None:
         super().__init__(target, stats)
         self.conn = self.connection()
-        self.data = target.request(modern_body("echo"), JSON_HEADERS)
+        self.data = target.request(modern_body("echo"), modern_headers("echo"))
 
     async def setup(self) -> None:
         check_echo(await self.conn.request(self.data), 1)
@@ -393,10 +395,6 @@ class BareClient(Client):
 
 
 class ModernCallClient(BareClient):
-    def __init__(self, target: Target, stats: Stats) -> None:
-        super().__init__(target, stats)
-        self.data = target.request(modern_body("echo"), modern_headers("echo"))
-
     async def once(self) -> None:
         started = time.perf_counter()
         response = await self.conn.request(self.data)
