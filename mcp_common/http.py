@@ -86,6 +86,6 @@ def environ_headers(environ: Mapping[str, Any]) -> dict[str, str]:
                 name = ""
             if len(names) < _HEADER_NAMES_MAX:  # clients choose header names: keep it bounded
                 names[key] = name
-        if name and (value or key[0] == "H"):
+        if name and (value or key.startswith("HTTP_")):  # CONTENT_* only when set
             headers[name] = value
     return headers

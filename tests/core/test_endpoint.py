@@ -75,15 +75,31 @@ def modern_call(name: str, arguments: dict[str, Any], **extra: Any) -> HTTPReque
     return request("POST", body, mcp_protocol_version=MODERN, mcp_method="tools/call", mcp_name=name)
 
 
-def events(point: MCPEndpoint, response: HTTPResponse) -> list[dict[str, Any]]:
-    """Read a whole SSE response: each event's id (if any) and parsed data."""
-    out = []
-    for chunk in point.iter_body(response):
-        fields = dict(
-            line.split(": ", 1) if ": " in line else (line.rstrip(":"), "")
-            for line in chunk.decode().strip().split("\n")
-        )
-        out.append({"id": fields.get("id"), "data": json.loads(fields["data"]) if fields.get("data") else None})
+def events(point: MCPEndpoint, response: HTTPResponse, timeout: float = 30.0) -> list[dict[str, Any]]:
+    """Read a whole SSE response: each event's id (if any) and parsed data. Read on a daemon
+    thread: a stream that never ends fails the test after ``timeout`` instead of hanging it."""
+    out: list[dict[str, Any]] = []
+    failure: list[BaseException] = []
+    ended = threading.Event()
+
+    def read() -> None:
+        try:
+            for chunk in point.iter_body(response):
+                fields = dict(
+                    line.split(": ", 1) if ": " in line else (line.rstrip(":"), "")
+                    for line in chunk.decode().strip().split("\n")
+                )
+                out.append({"id": fields.get("id"), "data": json.loads(fields["data"]) if fields.get("data") else None})
+        except BaseException as exc:
+            failure.append(exc)
+        finally:
+            ended.set()
+
+    threading.Thread(target=read, name="sse-reader", daemon=True).start()
+    if not ended.wait(timeout):
+        pytest.fail(f"the SSE stream did not end within {timeout:.0f} s (events so far: {out!r})")
+    if failure:
+        raise failure[0]
     return out
 
 
