@@ -30,12 +30,23 @@ def bare() -> dict[str, object]:
     return BARE_RESULT
 
 
+def _database_uri(data_dir: Path) -> str:
+    name = os.environ.get("BENCH_POSTGRES_DB")
+    if not name:
+        return f"sqlite:///{data_dir / 'flask-bench.sqlite3'}"
+    # ``--database postgres``: the machine's PostgreSQL server, a database of this target's own.
+    host = os.environ.get("BENCH_POSTGRES_HOST", "127.0.0.1")
+    port = os.environ.get("BENCH_POSTGRES_PORT", "5432")
+    user = os.environ.get("BENCH_POSTGRES_USER", "postgres")
+    return f"postgresql+psycopg://{user}@{host}:{port}/{name}"
+
+
 def create_app() -> Flask:
     data_dir = Path(os.environ.get("BENCH_DATA_DIR") or tempfile.gettempdir())
     app = Flask(__name__)
     app.config.update(
         SECRET_KEY=SECRET_KEY,
-        MCP_DATABASE_URI=f"sqlite:///{data_dir / 'flask-bench.sqlite3'}",
+        MCP_DATABASE_URI=_database_uri(data_dir),
         # A stalled elicitation (see README: gthread threads) frees its thread after this long.
         MCP_REQUEST_TIMEOUT=float(os.environ.get("BENCH_REQUEST_TIMEOUT", "10")),
         MCP_WAIT_DETACH_SECONDS=float(os.environ.get("BENCH_WAIT_DETACH", "0.25")),

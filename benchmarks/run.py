@@ -164,9 +164,19 @@ def free_port() -> int:
 class Server:
     """One target's server process (its own process group), with its own data folder."""
 
-    def __init__(self, spec: TargetSpec, workers: int, threads: int, gunicorn_extra: list[str], logs: Path) -> None:
+    def __init__(
+        self,
+        spec: TargetSpec,
+        workers: int,
+        threads: int,
+        gunicorn_extra: list[str],
+        logs: Path,
+        database: str = "sqlite",
+    ) -> None:
         self.spec = spec
         self.workers = workers
+        self.database = database
+        self.postgres_db: str | None = None
         self.port = free_port()
         self.data_dir = tempfile.mkdtemp(prefix=f"mcp-bench-{spec.name}-")
         self.log_path = logs / f"{spec.name}-w{workers}.log"
@@ -178,6 +188,8 @@ class Server:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         env["BENCH_DATA_DIR"] = self.data_dir
+        if self.postgres_db is not None:
+            env["BENCH_POSTGRES_DB"] = self.postgres_db
         env.update(self.spec.env)
         for proxy in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
             env.pop(proxy, None)
@@ -185,6 +197,9 @@ class Server:
 
     def start(self) -> None:
         self._log = open(self.log_path, "ab")  # noqa: SIM115 (closed in stop())
+        if self.database == "postgres" and self.spec.framework in ("django", "flask"):
+            self.postgres_db = f"mcp_bench_{self.spec.name.replace('-', '_')}_{os.getpid()}"
+            postgres_admin(f'DROP DATABASE IF EXISTS "{self.postgres_db}"', f'CREATE DATABASE "{self.postgres_db}"')
         env = self.env()
         self.spec.prepare(env, self._log)
         self.process = subprocess.Popen(
@@ -262,6 +277,24 @@ class Server:
             if self._log is not None:
                 self._log.close()
             shutil.rmtree(self.data_dir, ignore_errors=True)
+            if self.postgres_db is not None:
+                with contextlib.suppress(Exception):
+                    postgres_admin(f'DROP DATABASE IF EXISTS "{self.postgres_db}" WITH (FORCE)')
+
+
+def postgres_admin(*statements: str) -> None:
+    """Run statements outside a transaction on the machine's PostgreSQL (``BENCH_POSTGRES_*``)."""
+    import psycopg
+
+    with psycopg.connect(
+        host=os.environ.get("BENCH_POSTGRES_HOST", "127.0.0.1"),
+        port=int(os.environ.get("BENCH_POSTGRES_PORT", "5432")),
+        user=os.environ.get("BENCH_POSTGRES_USER", "postgres"),
+        dbname=os.environ.get("BENCH_POSTGRES_ADMIN_DB", "postgres"),
+        autocommit=True,
+    ) as conn:
+        for statement in statements:
+            conn.execute(statement)
 
 
 @contextlib.contextmanager
@@ -477,6 +510,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="resume a server-ended SSE stream at once instead of after its retry: hint (server cost only)",
     )
+    parser.add_argument(
+        "--database",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help="where Django and Flask keep their rows: a SQLite file per target (default), or a "
+        "database per target on the PostgreSQL server at 127.0.0.1:5432 (BENCH_POSTGRES_*)",
+    )
     parser.add_argument("--output", type=Path, help="JSON results file (default benchmarks/results/<timestamp>.json)")
     args = parser.parse_args(argv)
 
@@ -521,14 +561,14 @@ def main(argv: list[str] | None = None) -> int:
     plan = [(workload, concurrency) for workload in args.workload_list for concurrency in args.concurrency_list]
     print(
         f"MCP benchmark: targets {', '.join(args.target_list)}; workloads {', '.join(args.workload_list)}; "
-        f"clients {args.concurrency_list}; workers {args.workers_list}; {args.rounds} round(s) of "
+        f"clients {args.concurrency_list}; workers {args.workers_list}; {args.database}; {args.rounds} round(s) of "
         f"{args.warmup:g} s warm-up + {args.duration:g} s; server logs in {logs}",
         file=sys.stderr,
     )
     cells: list[dict[str, Any]] = []
     started = time.monotonic()
     for workers in args.workers_list:
-        servers = [Server(spec, workers, args.threads, gunicorn_extra, logs) for spec in specs]
+        servers = [Server(spec, workers, args.threads, gunicorn_extra, logs, args.database) for spec in specs]
         with running(servers):
             for round_ in range(1, args.rounds + 1):
                 for workload, concurrency in plan:
@@ -566,7 +606,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(
         f"MCP endpoints, medians of {args.rounds} round(s) x {args.duration:g} s, "
-        f"{os.cpu_count()} CPUs, gunicorn gthread {args.threads} threads/worker"
+        f"{os.cpu_count()} CPUs, gunicorn gthread {args.threads} threads/worker, {args.database}"
         + ("; streams resumed without waiting for retry:" if args.no_retry_wait else "")
     )
     print(table(rows))

@@ -23,14 +23,14 @@ find_python() {
     return 1
 }
 
-# Reinstall when pyproject.toml changes (new or bumped dependencies).
-want="$(cksum < pyproject.toml)"
+# Reinstall when pyproject.toml or this script changes (new or bumped dependencies).
+want="$(cat pyproject.toml benchmarks/run.sh | cksum)"
 if [ ! -x "$VENV/bin/python" ] || [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
     python="$(find_python)"
     echo "benchmarks/run.sh: building $VENV with $("$python" --version)" >&2
     "$python" -m venv "$VENV"
     "$VENV/bin/python" -m pip install --quiet --upgrade pip
-    "$VENV/bin/python" -m pip install --quiet -e '.[django,flask,server]' psutil
+    "$VENV/bin/python" -m pip install --quiet -e '.[django,flask,server,postgres]' psutil
     echo "$want" > "$STAMP"
 fi
 

@@ -36,6 +36,17 @@ DATABASES = {
         },
     }
 }
+if os.environ.get("BENCH_POSTGRES_DB"):
+    # ``--database postgres``: the machine's PostgreSQL server, a database of this target's own.
+    DATABASES["default"] = {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": os.environ["BENCH_POSTGRES_DB"],
+        "HOST": os.environ.get("BENCH_POSTGRES_HOST", "127.0.0.1"),
+        "PORT": os.environ.get("BENCH_POSTGRES_PORT", "5432"),
+        "USER": os.environ.get("BENCH_POSTGRES_USER", "postgres"),
+        "CONN_MAX_AGE": 600,
+    }
+
 USE_TZ = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
