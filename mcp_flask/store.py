@@ -11,6 +11,7 @@ import contextlib
 import datetime as dt
 import functools
 import os
+import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import fields
@@ -18,7 +19,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy import Engine, String, bindparam, create_engine, delete, event, insert, select, update
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
 
@@ -49,6 +50,9 @@ T = TypeVar("T")
 SQLITE_TIMEOUT = 20
 """Seconds a SQLite connection waits for another process's write lock before failing."""
 
+IDLE_PING_SECONDS = 1.0
+"""A pooled connection that rested this long is pinged before use (PostgreSQL and others)."""
+
 
 def _ts(value: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(value, tz=dt.UTC)
@@ -76,8 +80,9 @@ def _elicitation_record(row: MCPElicitation) -> ElicitationRecord:
 def _retry(fn: Callable[P, T]) -> Callable[P, T]:
     """Retry once when the connection itself went bad (a database restart, a dropped socket).
 
-    ``pool_pre_ping`` catches most stale connections at checkout; this catches the ones that
-    die between the ping and the statement. Other errors (constraints, a locked SQLite file)
+    The idle ping (:func:`make_engine`) catches stale connections that rested in the pool;
+    this catches the ones that died while in steady use, or between the ping and the
+    statement. Other errors (constraints, a locked SQLite file)
     are not retried.
     """
 
@@ -230,6 +235,10 @@ class SQLAlchemyStore:
             lost = dialect.is_disconnect(exc, raw.dbapi_connection, cursor)
             if lost:
                 raw.invalidate(exc)
+                # As SQLAlchemy does for its own statements: a lost connection usually means
+                # a restarted database, so the pool's other connections are dropped too, and
+                # the retry gets a new one instead of the next dead one.
+                self.engine.dispose()
             else:
                 with contextlib.suppress(Exception):
                     raw.rollback()
@@ -710,8 +719,13 @@ def make_engine(uri: str | URL, options: Mapping[str, Any] | None = None) -> Eng
       one file (readers never block the writer), with ``synchronous=NORMAL`` as SQLite
       recommends for WAL; an in-memory database is one shared connection (``StaticPool``),
       usable by one process only.
-    * PostgreSQL (``postgresql://`` is rewritten to ``postgresql+psycopg://``) and others:
-      ``pool_pre_ping`` so a restarted database costs one retry, not an error.
+    * PostgreSQL (``postgresql://`` is rewritten to ``postgresql+psycopg://``) and others: a
+      connection that rested in the pool for :data:`IDLE_PING_SECONDS` is pinged before use,
+      one in steady use is not (``pool_pre_ping`` would ping at every checkout: a round trip to
+      the database per store call). A connection that died anyway fails its statement, the
+      pool is emptied and the store call runs again on a new connection (``_retry``), so a
+      restarted database costs one retry, not an error. ``pool_pre_ping`` in ``options``
+      (true or false) replaces this with SQLAlchemy's own.
     * Any engine: connections inherited through ``fork()`` (gunicorn ``--preload``) are
       dropped in the child, never shared with the parent.
 
@@ -729,10 +743,38 @@ def make_engine(uri: str | URL, options: Mapping[str, Any] | None = None) -> Eng
         if not memory:
             event.listen(engine, "connect", _sqlite_wal)
     else:
-        kwargs.setdefault("pool_pre_ping", True)
+        ping_when_idle = "pool_pre_ping" not in kwargs
         engine = create_engine(url, **kwargs)
+        if ping_when_idle:
+            _ping_when_idle(engine)
     _dispose_after_fork(engine)
     return engine
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """Ping a connection at checkout when it rested in the pool for ``IDLE_PING_SECONDS``; a
+    dead one is replaced by the pool (``DisconnectionError``: SQLAlchemy's documented way for
+    a checkout handler to refuse a connection)."""
+    dialect = engine.dialect
+
+    def rested(_dbapi_connection: Any, record: Any) -> None:
+        record.info["mcp_rested_at"] = time.monotonic()
+
+    def ping(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        rested_at = record.info.get("mcp_rested_at")
+        if rested_at is None or time.monotonic() - rested_at < IDLE_PING_SECONDS:
+            return  # new, or back in use within the second
+        try:
+            alive = dialect.do_ping(dbapi_connection)
+        except dialect.loaded_dbapi.Error as exc:
+            if dialect.is_disconnect(exc, dbapi_connection, None):
+                raise DisconnectionError(str(exc)) from exc
+            raise
+        if not alive:
+            raise DisconnectionError("the connection did not answer a ping")
+
+    event.listen(engine, "checkin", rested)
+    event.listen(engine, "checkout", ping)
 
 
 def _sqlite_wal(dbapi_connection: Any, _record: Any) -> None:

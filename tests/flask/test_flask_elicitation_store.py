@@ -554,6 +554,78 @@ def test_a_connection_lost_under_a_redemption_is_retried_on_a_new_one(pg_store_u
         engine.dispose()
 
 
+def _kill_backends(url: str) -> int:
+    """Terminate every connection to ``url``'s database (as a database restart would)."""
+    import psycopg
+
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        rows = admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            [name],
+        ).fetchall()
+    return len(rows)
+
+
+def _fill_pool(engine: Engine, size: int) -> None:
+    """Leave ``size`` connections resting in the pool (sequential calls would reuse one)."""
+    held = [engine.raw_connection() for _ in range(size)]
+    for connection in held:
+        connection.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("rested", [False, True], ids=["in-use", "rested"])
+def test_a_restarted_database_costs_the_store_no_error(
+    pg_store_url: str, rested: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every pooled connection dies at once. Connections in steady use are not pinged: the
+    first statement fails, the pool is emptied (not only that connection) and the call runs
+    again on a new one; rested connections are pinged at checkout and replaced before use.
+    Both for the driver-level hot path (a redemption) and for an ORM read (a session)."""
+    from mcp_flask import store as store_module
+
+    monkeypatch.setattr(store_module, "IDLE_PING_SECONDS", 0.2)
+    engine = make_engine(pg_store_url)
+    store = SQLAlchemyStore(engine)
+    pings: list[bool] = []
+    do_ping = engine.dialect.do_ping
+
+    def counted_ping(dbapi_connection: Any) -> bool:
+        try:
+            alive = do_ping(dbapi_connection)
+        except Exception:
+            pings.append(False)
+            raise
+        pings.append(alive)
+        return alive
+
+    monkeypatch.setattr(engine.dialect, "do_ping", counted_ping)
+    state_id, session_id = f"st-restart-{rested}", f"s-restart-{rested}"
+    try:
+        now = time.time()
+        store.save_request_state(_state(state_id, now=now), [])
+        store.create_session(_session(session_id, last_seen=now))
+        _fill_pool(engine, 3)
+        assert not pings, "connections in steady use are not pinged"
+        assert _kill_backends(pg_store_url) >= 3
+        if rested:
+            time.sleep(0.3)
+        consumed = _consume(store, now + 1, state_id=state_id)
+        assert consumed is not None and consumed.state_id == state_id
+        assert _kill_backends(pg_store_url) >= 1
+        if rested:
+            time.sleep(0.3)
+        session = store.get_session(session_id)
+        assert session is not None and session.session_id == session_id
+        if rested:
+            assert False in pings, "a rested dead connection is found by its ping"
+        else:
+            assert not pings
+    finally:
+        engine.dispose()
+
+
 def test_consume_is_single_use(store: SessionStore) -> None:
     now = time.time()
     state = _state(now=now)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -175,8 +176,29 @@ def test_postgres_urls_use_psycopg3() -> None:
     for uri in ("postgresql://u@h/db", "postgres://u@h/db", "postgresql+psycopg://u@h/db"):
         engine = make_engine(uri)
         assert engine.url.drivername == "postgresql+psycopg"
-        assert engine.pool._pre_ping
         engine.dispose()
+
+
+def test_postgres_connections_are_pinged_after_a_rest_unless_told_otherwise() -> None:
+    """Not at every checkout (a round trip per store call); ``pool_pre_ping`` in the options
+    hands the choice back to SQLAlchemy."""
+    default = make_engine("postgresql://u@h/db")
+    assert not default.pool._pre_ping
+    assert _checkout_listener(default) is not None
+    for pre_ping in (True, False):
+        engine = make_engine("postgresql://u@h/db", {"pool_pre_ping": pre_ping})
+        assert engine.pool._pre_ping is pre_ping
+        assert _checkout_listener(engine) is None
+        engine.dispose()
+    default.dispose()
+
+
+def _checkout_listener(engine: Engine) -> Any:
+    """The idle-ping checkout listener ``make_engine`` installed on ``engine``, if any."""
+    for listener in engine.pool.dispatch.checkout:
+        if getattr(listener, "__name__", "") == "ping":
+            return listener
+    return None
 
 
 def test_sqlite_file_uses_wal_and_a_lock_timeout(sqlite_uri: str) -> None:
