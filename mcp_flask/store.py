@@ -82,8 +82,7 @@ def _retry(fn: Callable[P, T]) -> Callable[P, T]:
 
     The idle ping (:func:`make_engine`) catches stale connections that rested in the pool;
     this catches the ones that died while in steady use, or between the ping and the
-    statement. Other errors (constraints, a locked SQLite file)
-    are not retried.
+    statement. Other errors (constraints, a locked SQLite file) are not retried.
     """
 
     @functools.wraps(fn)
