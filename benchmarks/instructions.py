@@ -35,12 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import loadgen
-from benchmarks.run import HOST, TARGETS, Server, TargetSpec, _gunicorn_extra
+from benchmarks.run import BARE_OF, HOST, TARGETS, Server, TargetSpec, _gunicorn_extra
 
 WORKLOADS = ("modern-call", "bare", "modern-elicit", "legacy-call")
 DEFAULT_TARGETS = ("django-gunicorn", "flask-gunicorn", "sdk-uvicorn")
 """Django under uvicorn is left out: its ASGI handler is not the path the targets are about."""
-BARE_OF = {"django-gunicorn": "django-gunicorn", "flask-gunicorn": "flask-gunicorn", "sdk-uvicorn": "django-gunicorn"}
 
 
 CALLGRIND_APPS = {
@@ -211,7 +210,7 @@ def main(argv: list[str] | None = None) -> None:
                 continue
             values = counts[(workload, spec.name)]
             spread = (max(values) - min(values)) / value if len(values) > 1 else 0.0
-            bare = median("bare", BARE_OF.get(spec.name, "django-gunicorn")) if workload != "bare" else None
+            bare = median("bare", BARE_OF[spec.name]) if workload != "bare" else None
             sdk = median(workload, "sdk-uvicorn") if spec.name != "sdk-uvicorn" else None
             x_bare, x_sdk = _ratio(bare, value), _ratio(sdk, value)
             rows.append(
