@@ -299,10 +299,25 @@ class DjangoStore:
     @_serial_on_sqlite
     def save_request_state(self, state: RequestStateRecord, elicitations: list[ElicitationRecord]) -> None:
         connection = connections[_alias()]
+        state_values = column_values(state, _ts)
+        rows = [column_values(record, _ts) for record in elicitations]
+        if connection.vendor == "postgresql":
+            # One statement (a data-modifying WITH): one round trip to the server instead of
+            # BEGIN, one INSERT per table and COMMIT.
+            ops = connection.ops
+            sql = _insert_sql(connection.vendor, ops, MCPRequestState._meta.db_table, tuple(state_values))
+            params = _adapted(ops, state_values)
+            if rows:
+                inserts = _insert_sql(connection.vendor, ops, MCPElicitation._meta.db_table, tuple(rows[0]), len(rows))
+                sql = f"WITH saved_state AS ({sql}) {inserts}"
+                params += [value for row in rows for value in _adapted(ops, row)]
+            with _writing(connection, one_statement=True) as cursor:
+                cursor.execute(sql, params)
+            return
         with _writing(connection) as cursor:
-            _insert(cursor, connection, MCPRequestState, column_values(state, _ts))
-            for record in elicitations:
-                _insert(cursor, connection, MCPElicitation, column_values(record, _ts))
+            _insert(cursor, connection, MCPRequestState, state_values)
+            for row in rows:
+                _insert(cursor, connection, MCPElicitation, row)
 
     @_retry
     @_serial_on_sqlite
@@ -323,33 +338,52 @@ class DjangoStore:
         rows = ops.quote_name(MCPElicitation._meta.db_table)
         moment = ops.adapt_datetimefield_value(_ts(now))
         principal_clause = "principal IS NULL" if principal is None else "principal = %s"
-        with _writing(connection) as cursor:
-            # The single-use guarantee is this one guarded UPDATE: of two workers redeeming the
-            # same handle, exactly one sees a row change.
-            returning = _update_returning(connection)
-            cursor.execute(
-                f"UPDATE {states} SET consumed = %s WHERE state_id = %s AND consumed IS NULL AND expires > %s "
-                f"AND server_name = %s AND method = %s AND target = %s AND args_digest = %s AND {principal_clause}"
-                + (" RETURNING sealed, created, expires" if returning else ""),
-                [moment, state_id, moment, server_name, method, target, args_digest]
-                + ([] if principal is None else [principal]),
-            )
-            if returning:
-                claimed = cursor.fetchone()
-                if claimed is None:
-                    return None
-            else:
-                if cursor.rowcount != 1:
-                    return None
-                cursor.execute(f"SELECT sealed, created, expires FROM {states} WHERE state_id = %s", [state_id])
-                claimed = cursor.fetchone()
-            sealed, created, expires = claimed
-            for key, (status, answer) in answers.items():
-                cursor.execute(
-                    f"UPDATE {rows} SET status = %s, answer = %s, updated = %s "
-                    "WHERE state_id = %s AND request_key = %s AND status = 'pending'",
-                    [status, answer, moment, state_id, key],
+        claim = (
+            f"UPDATE {states} SET consumed = %s WHERE state_id = %s AND consumed IS NULL AND expires > %s "
+            f"AND server_name = %s AND method = %s AND target = %s AND args_digest = %s AND {principal_clause}"
+        )
+        claim_params = [moment, state_id, moment, server_name, method, target, args_digest]
+        if principal is not None:
+            claim_params.append(principal)
+        # The single-use guarantee is the one guarded UPDATE of the state: of two workers
+        # redeeming the same handle, exactly one sees a row change.
+        if connection.vendor == "postgresql":
+            # One statement: the claim, and the answers recorded only if the claim won.
+            sql = f"WITH claimed AS ({claim} RETURNING state_id, sealed, created, expires)"
+            params = claim_params
+            for number, (key, (status, answer)) in enumerate(answers.items()):
+                sql += (
+                    f", answered_{number} AS (UPDATE {rows} SET status = %s, answer = %s, updated = %s "
+                    f"FROM claimed WHERE {rows}.state_id = claimed.state_id AND {rows}.request_key = %s "
+                    f"AND {rows}.status = 'pending')"
                 )
+                params += [status, answer, moment, key]
+            with _writing(connection, one_statement=True) as cursor:
+                cursor.execute(sql + " SELECT sealed, created, expires FROM claimed", params)
+                claimed = cursor.fetchone()
+            if claimed is None:
+                return None
+            sealed, created, expires = claimed
+        else:
+            with _writing(connection) as cursor:
+                returning = _update_returning(connection)
+                cursor.execute(claim + (" RETURNING sealed, created, expires" if returning else ""), claim_params)
+                if returning:
+                    claimed = cursor.fetchone()
+                    if claimed is None:
+                        return None
+                else:
+                    if cursor.rowcount != 1:
+                        return None
+                    cursor.execute(f"SELECT sealed, created, expires FROM {states} WHERE state_id = %s", [state_id])
+                    claimed = cursor.fetchone()
+                sealed, created, expires = claimed
+                for key, (status, answer) in answers.items():
+                    cursor.execute(
+                        f"UPDATE {rows} SET status = %s, answer = %s, updated = %s "
+                        "WHERE state_id = %s AND request_key = %s AND status = 'pending'",
+                        [status, answer, moment, state_id, key],
+                    )
         return RequestStateRecord(
             state_id=state_id,
             server_name=server_name,
@@ -401,14 +435,16 @@ class DjangoStore:
 
 
 @contextlib.contextmanager
-def _writing(connection: Any) -> Iterator[Any]:
-    """A cursor inside one write transaction, for the two statements-per-question hot paths.
+def _writing(connection: Any, one_statement: bool = False) -> Iterator[Any]:
+    """A cursor inside one write transaction, for the hot paths of every question.
 
     In autocommit mode on SQLite or PostgreSQL the transaction is opened and committed on the
     driver's connection directly (Django's ``atomic`` and cursor wrappers cost more than the
-    statements here; these queries then skip Django's query log and execute wrappers). Inside
-    an application's ``atomic`` block (``ATOMIC_REQUESTS``, a test case), or on other
-    databases, it is ``transaction.atomic`` as usual. Driver errors surface as Django's.
+    statements here; these queries then skip Django's query log and execute wrappers).
+    ``one_statement``: the caller runs a single statement, which PostgreSQL in autocommit mode
+    makes a transaction of its own, without ``BEGIN`` and ``COMMIT`` round trips. Inside an
+    application's ``atomic`` block (``ATOMIC_REQUESTS``, a test case), or on other databases,
+    it is ``transaction.atomic`` as usual. Driver errors surface as Django's.
     """
     vendor = connection.vendor
     if vendor not in ("sqlite", "postgresql") or connection.in_atomic_block or not connection.get_autocommit():
@@ -417,19 +453,38 @@ def _writing(connection: Any) -> Iterator[Any]:
         return
     with connection.wrap_database_errors:
         connection.ensure_connection()
-        raw = connection.connection.cursor()
+        raw = _driver_cursor(connection)
         cursor = _DriverCursor(raw, vendor == "sqlite")
-        raw.execute("BEGIN IMMEDIATE" if vendor == "sqlite" else "BEGIN")
+        bracket = vendor == "sqlite" or not one_statement
+        if bracket:
+            raw.execute("BEGIN IMMEDIATE" if vendor == "sqlite" else "BEGIN")
         try:
             yield cursor
         except BaseException:
-            with contextlib.suppress(Exception):
-                raw.execute("ROLLBACK")
+            if bracket:
+                with contextlib.suppress(Exception):
+                    raw.execute("ROLLBACK")
             raise
         else:
-            raw.execute("COMMIT")
+            if bracket:
+                raw.execute("COMMIT")
         finally:
             raw.close()
+
+
+def _driver_cursor(connection: Any) -> Any:
+    """The driver's own cursor. With psycopg 3 it binds parameters on the server (Django's
+    default cursor quotes them into the SQL text: twice the client's and the server's work
+    for the store's wide INSERTs)."""
+    raw = connection.connection
+    if connection.vendor == "postgresql":
+        from django.db.backends.postgresql.psycopg_any import is_psycopg3
+
+        if is_psycopg3:
+            import psycopg
+
+            return psycopg.Cursor(raw)
+    return raw.cursor()
 
 
 class _DriverCursor:
@@ -484,21 +539,24 @@ def _epoch(value: Any, connection: Any) -> float:
 def _insert(cursor: Any, connection: Any, model: Any, values: dict[str, Any]) -> None:
     """One plain INSERT of ``values`` (datetimes adapted the way the backend stores them)."""
     ops = connection.ops
-    params = [ops.adapt_datetimefield_value(v) if isinstance(v, dt.datetime) else v for v in values.values()]
-    cursor.execute(_insert_sql(connection.vendor, ops, model._meta.db_table, tuple(values)), params)
+    cursor.execute(_insert_sql(connection.vendor, ops, model._meta.db_table, tuple(values)), _adapted(ops, values))
 
 
-_INSERT_SQL: dict[tuple[str, str, tuple[str, ...]], str] = {}
+def _adapted(ops: Any, values: dict[str, Any]) -> list[Any]:
+    return [ops.adapt_datetimefield_value(v) if isinstance(v, dt.datetime) else v for v in values.values()]
 
 
-def _insert_sql(vendor: str, ops: Any, table: str, columns: tuple[str, ...]) -> str:
-    """The INSERT statement for these columns, written once per database vendor."""
-    key = (vendor, table, columns)
+_INSERT_SQL: dict[tuple[str, str, tuple[str, ...], int], str] = {}
+
+
+def _insert_sql(vendor: str, ops: Any, table: str, columns: tuple[str, ...], rows: int = 1) -> str:
+    """The INSERT statement of ``rows`` rows of these columns, written once per database vendor."""
+    key = (vendor, table, columns, rows)
     sql = _INSERT_SQL.get(key)
     if sql is None:
         names = ", ".join(ops.quote_name(name) for name in columns)
-        marks = ", ".join(["%s"] * len(columns))
-        sql = _INSERT_SQL[key] = f"INSERT INTO {ops.quote_name(table)} ({names}) VALUES ({marks})"
+        marks = ", ".join([f"({', '.join(['%s'] * len(columns))})"] * rows)
+        sql = _INSERT_SQL[key] = f"INSERT INTO {ops.quote_name(table)} ({names}) VALUES {marks}"
     return sql
 
 

@@ -47,6 +47,14 @@ log "installing Node 22 and the MCP conformance suite"
 log "running the test suite ($("$VENV/bin/python" -c 'import django, sys; print("Python", sys.version.split()[0], "Django", django.__version__)'))"
 "$VENV/bin/python" -m pytest "$@"
 
+# -- the Django store's own tests again, on PostgreSQL (its SQL differs there) -----------------
+if [ "$#" -eq 0 ]; then
+  log "running the Django store tests on PostgreSQL"
+  MCP_EXAMPLE_DATABASE_URL=${MCP_TEST_POSTGRES:-postgresql://postgres@127.0.0.1:5432/test} \
+    "$VENV/bin/python" -m pytest tests/django/test_django_elicitation.py \
+    --deselect tests/django/test_django_elicitation.py::test_a_redemption_reaches_its_question_by_state_not_through_every_pending_row
+fi
+
 # -- Django 6 needs Python >= 3.12: run the Django tests there too, when this machine has one ---
 PY312=${PY312:-}
 if [ -z "$PY312" ]; then

@@ -183,6 +183,57 @@ def test_a_request_state_is_saved_whole_or_not_at_all() -> None:
     )
 
 
+def _question(state_id: str, key: str, now: float, status: str = "pending"):
+    record = new_record(
+        server_name="Files",
+        tool="delete_folder",
+        params={"mode": "form", "message": f"{key}?", "requestedSchema": {"type": "object", "properties": {}}},
+        request_key=key,
+        principal=None,
+        expires=now + 60,
+        state_id=state_id,
+    )
+    return record.__class__(**{**record.__dict__, "status": status})
+
+
+def test_a_redemption_answers_only_its_own_pending_questions() -> None:
+    """Several questions saved with one state (on PostgreSQL: one statement for all of them),
+    answered by one redemption (one statement too): each answer reaches its own pending row,
+    and nothing else moves."""
+    store = DjangoStore()
+    now = time.time()
+    state, _ = _state_and_question()
+    questions = [
+        _question(state.state_id, "edition", now),
+        _question(state.state_id, "copies", now),
+        _question(state.state_id, "pay", now, status="declined"),
+    ]
+    store.save_request_state(state, questions)
+    other_state, _ = _state_and_question()
+    other = _question(other_state.state_id, "edition", now)
+    store.save_request_state(other_state, [other])
+    answers = {
+        "edition": ("accepted", '{"edition": "first"}'),
+        "pay": ("accepted", '{"paid": true}'),
+        "unknown": ("declined", None),
+    }
+    args = (state.state_id, "Files", "tools/call", "delete_folder", "abc", None)
+    redeemed = store.consume_request_state(*args, now + 5, answers)
+    assert redeemed is not None and redeemed.sealed == "v1.x"
+    assert redeemed.expires == pytest.approx(state.expires, abs=2e-6)
+    rows = {r.request_key: (r.status, r.answer) for r in store.elicitations_for_state(state.state_id)}
+    assert rows == {
+        "edition": ("accepted", '{"edition": "first"}'),
+        "copies": ("pending", None),
+        "pay": ("declined", None),
+    }
+    assert store.get_elicitation(questions[0].id).updated == pytest.approx(now + 5, abs=2e-6)
+    assert (store.get_elicitation(other.id).status, store.get_elicitation(other.id).answer) == ("pending", None)
+    # A second redemption of the same handle changes nothing, not even with new answers.
+    assert store.consume_request_state(*args, now + 6, {"copies": ("accepted", "{}")}) is None
+    assert store.get_elicitation(questions[1].id).status == "pending"
+
+
 def test_inside_an_application_transaction_the_store_joins_it() -> None:
     from django.db import transaction
 
