@@ -112,20 +112,28 @@ _READ_SESSION = select(
 ).where(MCPSession.session_id == bindparam("b_session"))
 _INSERT_STATE = insert(MCPRequestState)
 _INSERT_ELICITATION = insert(MCPElicitation)
-_CLAIM_STATE = (
-    update(MCPRequestState)
-    .where(
-        MCPRequestState.state_id == bindparam("b_state"),
-        MCPRequestState.consumed.is_(None),
-        MCPRequestState.expires > bindparam("b_moment"),
-        MCPRequestState.server_name == bindparam("b_server"),
-        MCPRequestState.method == bindparam("b_method"),
-        MCPRequestState.target == bindparam("b_target"),
-        MCPRequestState.args_digest == bindparam("b_digest"),
-        MCPRequestState.principal.is_not_distinct_from(bindparam("b_principal", type_=String)),
+
+
+def _claim_state() -> Any:
+    # A function, not one shared construct: compiling a statement memoizes its exported
+    # columns, which a later ``.returning(...).cte()`` of it would then inherit (empty).
+    return (
+        update(MCPRequestState)
+        .where(
+            MCPRequestState.state_id == bindparam("b_state"),
+            MCPRequestState.consumed.is_(None),
+            MCPRequestState.expires > bindparam("b_moment"),
+            MCPRequestState.server_name == bindparam("b_server"),
+            MCPRequestState.method == bindparam("b_method"),
+            MCPRequestState.target == bindparam("b_target"),
+            MCPRequestState.args_digest == bindparam("b_digest"),
+            MCPRequestState.principal.is_not_distinct_from(bindparam("b_principal", type_=String)),
+        )
+        .values(consumed=bindparam("b_moment"))
     )
-    .values(consumed=bindparam("b_moment"))
-)
+
+
+_CLAIM_STATE = _claim_state()
 _STATE_READ_BACK = (MCPRequestState.sealed, MCPRequestState.created, MCPRequestState.expires)
 _CLAIM_STATE_RETURNING = _CLAIM_STATE.returning(*_STATE_READ_BACK)
 _READ_STATE = select(*_STATE_READ_BACK).where(MCPRequestState.state_id == bindparam("b_state"))
@@ -188,7 +196,11 @@ class _DriverStatements:
         self.read_state = _DriverStatement(_READ_STATE, dialect)
         self.answer = _DriverStatement(_ANSWER_STATE_ROW, dialect)
         self.read_session = _DriverStatement(_READ_SESSION, dialect)
+        self.one_statement = dialect.name == "postgresql"
+        """Writes of several rows go out as one statement (a data-modifying ``WITH``)."""
         self._inserts: dict[tuple[Any, tuple[str, ...]], _DriverStatement] = {}
+        self._saves: dict[int, _DriverStatement] = {}
+        self._redemptions: dict[int, _DriverStatement] = {}
 
     def insert(self, statement: Any, columns: tuple[str, ...]) -> _DriverStatement:
         key = (statement, columns)
@@ -196,6 +208,57 @@ class _DriverStatements:
         if found is None:
             found = self._inserts[key] = _DriverStatement(statement, self.dialect, columns)
         return found
+
+    def save_state(self, questions: int) -> _DriverStatement:
+        """PostgreSQL: a request state and its ``questions`` rows, in one INSERT statement.
+        Parameters: ``s_<column>`` for the state, ``q<n>_<column>`` for question ``n``."""
+        found = self._saves.get(questions)
+        if found is None:
+            state = insert(MCPRequestState).values({c: _typed_bind(MCPRequestState, c, "s_") for c in _STATE_COLUMNS})
+            if questions:
+                rows = [
+                    {c: _typed_bind(MCPElicitation, c, f"q{n}_") for c in _ELICITATION_FIELDS} for n in range(questions)
+                ]
+                statement: Any = insert(MCPElicitation).values(rows).add_cte(state.cte("saved_state"))
+            else:
+                statement = state
+            found = self._saves[questions] = _DriverStatement(statement, self.dialect)
+        return found
+
+    def redeem(self, answers: int) -> _DriverStatement:
+        """PostgreSQL: the claim, and ``answers`` answers recorded only if the claim won, in one
+        statement that reads the claimed state back. Parameters: the claim's, and ``a<n>_key``,
+        ``a<n>_status``, ``a<n>_answer`` for answer ``n``."""
+        found = self._redemptions.get(answers)
+        if found is None:
+            claimed = _claim_state().returning(MCPRequestState.state_id, *_STATE_READ_BACK).cte("claimed")
+            recorded = [
+                update(MCPElicitation)
+                .where(
+                    MCPElicitation.state_id == claimed.c.state_id,
+                    MCPElicitation.request_key == bindparam(f"a{n}_key", type_=String),
+                    MCPElicitation.status == "pending",
+                )
+                .values(
+                    status=bindparam(f"a{n}_status", type_=String),
+                    answer=bindparam(f"a{n}_answer", type_=String),
+                    updated=bindparam("b_moment"),
+                )
+                .cte(f"answered_{n}")
+                for n in range(answers)
+            ]
+            statement = select(claimed.c.sealed, claimed.c.created, claimed.c.expires).add_cte(*recorded)
+            found = self._redemptions[answers] = _DriverStatement(statement, self.dialect)
+        return found
+
+
+_STATE_COLUMNS = tuple(f.name for f in fields(RequestStateRecord))
+
+
+def _typed_bind(model: Any, column: str, prefix: str) -> Any:
+    # Typed: the rows after a multi-row VALUES' first would otherwise bind untyped, without the
+    # column type's bind processing.
+    return bindparam(prefix + column, type_=model.__table__.c[column].type)
 
 
 class SQLAlchemyStore:
@@ -216,24 +279,34 @@ class SQLAlchemyStore:
         self._sqlite = sqlite
         # PostgreSQL, SQLite >= 3.35: a claimed request state is read back by its UPDATE.
         self._driver = _DriverStatements(engine.dialect, bool(getattr(engine.dialect, "update_returning", False)))
+        # psycopg switches a connection to autocommit and back without a round trip.
+        self._autocommit_capable = engine.dialect.name == "postgresql" and engine.dialect.driver == "psycopg"
 
     @contextlib.contextmanager
-    def _driver_transaction(self, write: bool = True) -> Iterator[Any]:
+    def _driver_transaction(self, write: bool = True, one_statement: bool = False) -> Iterator[Any]:
         """A DBAPI cursor inside one transaction on a pooled connection, for the statements of
         :class:`_DriverStatements` (``write=False``: reads only, so no write lock is taken on
-        SQLite). Driver errors surface as SQLAlchemy's (``IntegrityError``, and a lost
-        connection as an invalidated ``DBAPIError``, which ``_retry`` retries)."""
+        SQLite). ``one_statement``: the caller runs a single statement, which PostgreSQL (with
+        psycopg) then runs in autocommit mode, a transaction of its own, without the ``BEGIN``
+        and ``COMMIT`` round trips. Driver errors surface as SQLAlchemy's (``IntegrityError``,
+        and a lost connection as an invalidated ``DBAPIError``, which ``_retry`` retries)."""
         dialect = self.engine.dialect
         raw = self.engine.raw_connection()
+        dbapi_connection = raw.dbapi_connection
         cursor = None
+        autocommit = False
         try:
+            if one_statement and self._autocommit_capable:
+                dbapi_connection.autocommit = True  # type: ignore[union-attr]
+                autocommit = True
             cursor = raw.cursor()
             if self._sqlite and write:
                 cursor.execute("BEGIN IMMEDIATE")
             yield cursor
-            raw.commit()
+            if not autocommit:
+                raw.commit()
         except dialect.loaded_dbapi.Error as exc:
-            lost = dialect.is_disconnect(exc, raw.dbapi_connection, cursor)
+            lost = dialect.is_disconnect(exc, dbapi_connection, cursor)
             if lost:
                 raw.invalidate(exc)
                 # As SQLAlchemy does for its own statements: a lost connection usually means
@@ -254,6 +327,13 @@ class SQLAlchemyStore:
             if cursor is not None:
                 with contextlib.suppress(Exception):
                     cursor.close()
+            if autocommit:
+                try:
+                    dbapi_connection.autocommit = False  # type: ignore[union-attr]
+                except Exception:
+                    # Never hand the pool a connection left in autocommit mode.
+                    if raw.is_valid:
+                        raw.invalidate()
             raw.close()
 
     def _session(self) -> Session:
@@ -281,7 +361,7 @@ class SQLAlchemyStore:
         # Read on every legacy request: on the driver's cursor, as the question hot paths are
         # (a Core SELECT through a Connection costs several times the query here).
         statement = self._driver.read_session
-        with self._driver_transaction(write=False) as cursor:
+        with self._driver_transaction(write=False, one_statement=True) as cursor:
             cursor.execute(statement.sql, statement.params({"b_session": session_id}))
             found = cursor.fetchone()
         if found is None:
@@ -572,11 +652,21 @@ class SQLAlchemyStore:
         # Every 2026-07-28 question: its INSERTs in one transaction, on the driver's cursor.
         values = column_values(state, _ts)
         rows = [column_values(record, _ts) for record in elicitations]
+        driver = self._driver
+        if driver.one_statement:
+            # PostgreSQL: one statement, so one round trip (no BEGIN and COMMIT either).
+            statement = driver.save_state(len(rows))
+            bound = {f"s_{column}": value for column, value in values.items()}
+            for number, row in enumerate(rows):
+                bound.update({f"q{number}_{column}": value for column, value in row.items()})
+            with self._driver_transaction(one_statement=True) as cursor:
+                cursor.execute(statement.sql, statement.params(bound))
+            return
         with self._driver_transaction() as cursor:
-            statement = self._driver.insert(_INSERT_STATE, tuple(values))
+            statement = driver.insert(_INSERT_STATE, tuple(values))
             cursor.execute(statement.sql, statement.params(values))
             if rows:
-                statement = self._driver.insert(_INSERT_ELICITATION, tuple(rows[0]))
+                statement = driver.insert(_INSERT_ELICITATION, tuple(rows[0]))
                 cursor.executemany(statement.sql, [statement.params(row) for row in rows])
 
     @_retry
@@ -606,22 +696,23 @@ class SQLAlchemyStore:
             "b_principal": principal,
         }
         driver = self._driver
-        with self._driver_transaction() as cursor:
-            cursor.execute(driver.claim.sql, driver.claim.params(binding))
-            if driver.returning:
+        if driver.one_statement:
+            # PostgreSQL: the claim and the answers in one statement; an answer is recorded
+            # only if the claim won.
+            statement = driver.redeem(len(answers))
+            for number, (key, (status, answer)) in enumerate(answers.items()):
+                binding.update({f"a{number}_key": key, f"a{number}_status": status, f"a{number}_answer": answer})
+            with self._driver_transaction(one_statement=True) as cursor:
+                cursor.execute(statement.sql, statement.params(binding))
                 found = cursor.fetchone()
-                if found is None:
-                    return None
-                claimed = driver.claim.row(found)
-            else:
-                if cursor.rowcount != 1:
-                    return None
-                cursor.execute(driver.read_state.sql, driver.read_state.params({"b_state": state_id}))
-                claimed = driver.read_state.row(cursor.fetchone())
+            if found is None:
+                return None
+            sealed, created, expires = statement.row(found)
+        else:
+            claimed = self._claim_in_steps(binding, answers)
+            if claimed is None:
+                return None
             sealed, created, expires = claimed
-            for key, (status, answer) in answers.items():
-                values = {"b_state": state_id, "b_key": key, "b_status": status, "b_answer": answer, "b_moment": moment}
-                cursor.execute(driver.answer.sql, driver.answer.params(values))
         return RequestStateRecord(
             state_id=state_id,
             server_name=server_name,
@@ -634,6 +725,31 @@ class SQLAlchemyStore:
             expires=expires.timestamp(),
             consumed=now,
         )
+
+    def _claim_in_steps(
+        self, binding: dict[str, Any], answers: dict[str, tuple[str, str | None]]
+    ) -> tuple[Any, ...] | None:
+        """The claim, its read-back and the answers as separate statements of one transaction
+        (databases without data-modifying ``WITH``): the claimed ``(sealed, created, expires)``."""
+        driver = self._driver
+        state_id = binding["b_state"]
+        moment = binding["b_moment"]
+        with self._driver_transaction() as cursor:
+            cursor.execute(driver.claim.sql, driver.claim.params(binding))
+            if driver.returning:
+                found = cursor.fetchone()
+                if found is None:
+                    return None
+                claimed = driver.claim.row(found)
+            else:
+                if cursor.rowcount != 1:
+                    return None
+                cursor.execute(driver.read_state.sql, driver.read_state.params({"b_state": state_id}))
+                claimed = driver.read_state.row(cursor.fetchone())
+            for key, (status, answer) in answers.items():
+                values = {"b_state": state_id, "b_key": key, "b_status": status, "b_answer": answer, "b_moment": moment}
+                cursor.execute(driver.answer.sql, driver.answer.params(values))
+        return claimed
 
     @_retry
     def elicitations_for_state(self, state_id: str) -> list[ElicitationRecord]:

@@ -7,6 +7,7 @@ test that the reference fails is testing the wrong thing.
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 import time
 import uuid
@@ -27,6 +28,7 @@ from flask import Flask
 from mcp.server import MCPServer
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from mcp_common.store import ElicitationRecord, MemoryStore, RequestStateRecord, SessionRecord, SessionStore
 from mcp_flask import MCP, SQLAlchemyStore, make_engine, migrate
@@ -314,6 +316,22 @@ def test_create_pending_is_one_transaction(sql_store: SQLAlchemyStore) -> None:
     assert sql_store.get_pending("s1", "srv-2") is None
     elicitation = sql_store.get_elicitation("e1")
     assert elicitation is not None and elicitation.request_key == "srv-1"
+
+
+def test_one_statement_calls_leave_their_connection_transactional(sql_store: SQLAlchemyStore) -> None:
+    """On PostgreSQL a redemption, a save and a session read each run as one statement in
+    autocommit mode; the pooled connection must come back to transactions after, or the next
+    multi-statement write on it would keep its first half when the second fails."""
+    now = time.time()
+    sql_store.save_request_state(_state(now=now), [_elicitation("q1", created=now, session_id=None, state_id="st1")])
+    assert _consume(sql_store, now + 1, answers={"srv-1": ("accepted", "{}")}) is not None
+    assert sql_store.get_session("no-such-session") is None
+    # The next transaction on that connection (the pool's only one here) is one again.
+    with pytest.raises(RuntimeError), Session(sql_store.engine) as s, s.begin():
+        s.add(MCPWorker(worker_id="w1", last_beat=dt.datetime.now(dt.UTC)))
+        s.flush()
+        raise RuntimeError("the rest of the transaction failed")
+    assert sql_store.worker_seen("w1") is None
 
 
 def test_first_answer_wins_and_updates_the_elicitation(store: SessionStore) -> None:
