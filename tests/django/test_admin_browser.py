@@ -8,8 +8,6 @@ The screenshots go to ``MCP_SCREENSHOTS`` when it is set (``scripts/test.sh`` ke
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -23,21 +21,11 @@ from mcp_common.elicitation import new_record
 from mcp_common.store import RequestStateRecord, SessionRecord
 from mcp_django.models import MCPElicitation
 from mcp_django.store import DjangoStore
+from tests.browser import chromium, screenshots
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 PASSWORD = "pw-for-browser-tests-only"
-
-
-def chromium() -> str:
-    """Debian's Chromium; outside CI a machine without it skips these tests, in CI it fails."""
-    for candidate in (os.environ.get("MCP_CHROMIUM"), shutil.which("chromium"), "/usr/bin/chromium"):
-        if candidate and Path(candidate).exists():
-            return candidate
-    message = "Chromium is not installed (scripts/test.sh installs Debian's chromium package)"
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 def questions(store: DjangoStore) -> dict[str, str]:
@@ -141,8 +129,7 @@ def browse(base: str, executable: str, shots: Path, ids: dict[str, str]) -> dict
 
 def test_staff_review_and_complete_questions_in_a_browser(live_server: Any, tmp_path: Path) -> None:
     executable = chromium()
-    shots = Path(os.environ.get("MCP_SCREENSHOTS") or tmp_path)
-    shots.mkdir(parents=True, exist_ok=True)
+    shots = screenshots(tmp_path)
     store = DjangoStore()
     ids = questions(store)
     User.objects.create_superuser("staff", "staff@example.com", PASSWORD)
