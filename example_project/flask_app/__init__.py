@@ -17,6 +17,7 @@ from flask import Flask, Response
 
 from example_project.settings_common import DATA_DIR, SECRET_KEY, SERVERS, database_url, parse_database_url
 from mcp_flask import MCP, get_state
+from mcp_flask.admin import admin_blueprint
 
 
 def _configure_logging() -> None:
@@ -33,6 +34,7 @@ def home() -> str:
     return (
         "<!doctype html><title>MCP for Flask</title><h1>MCP for Flask: example app</h1>"
         f"<p>MCP endpoints (Streamable HTTP):</p><ul>{links}</ul>"
+        "<p><a href='/mcp-admin/'>Review the questions tools asked</a> (from this machine only)</p>"
     )
 
 
@@ -64,6 +66,14 @@ def payment_webhook() -> tuple[dict[str, Any], int]:
     return {"completed": complete_elicitation(elicitation_id)}, 200
 
 
+def local_staff_only() -> bool:
+    """The demo's review-panel check: requests from this machine. A real app asks its own
+    authentication instead (Flask-Login's ``current_user``, a role...)."""
+    from flask import request
+
+    return request.remote_addr in ("127.0.0.1", "::1")
+
+
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     """The example app; ``config`` overrides settings (tests use it).
 
@@ -86,6 +96,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     MCP(app, servers={f"/mcp{suffix}": server for suffix, server in SERVERS.items()})
     app.add_url_rule("/", "home", home)
     app.add_url_rule("/payments/webhook", "payment_webhook", payment_webhook, methods=["POST"])
+    app.register_blueprint(admin_blueprint(local_staff_only), url_prefix="/mcp-admin")
     if os.environ.get("MCP_EXAMPLE_WORKER_HEADER") == "1":
         app.after_request(worker_header)
     return app

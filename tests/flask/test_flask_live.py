@@ -54,6 +54,19 @@ def test_home_page_lists_the_endpoints(example: str) -> None:
         assert f"<code>{url}</code>" in page
 
 
+def test_the_review_panel_is_served_to_this_machine_only(
+    example: str, fast_config: dict[str, Any], sqlite_uri: str
+) -> None:
+    page = httpx.get(f"{example}/mcp-admin/")
+    assert page.status_code == 200 and "elicitations" in page.text
+    app = create_app({"MCP_DATABASE_URI": sqlite_uri, **fast_config})
+    try:
+        refused = app.test_client().get("/mcp-admin/", environ_base={"REMOTE_ADDR": "203.0.113.5"})
+        assert refused.status_code == 403
+    finally:
+        app.extensions["mcp"].close()
+
+
 @pytest.mark.parametrize("mode", [LEGACY, MODERN])
 def test_list_tools_and_client_features(example: str, mode: str) -> None:
     async def scenario() -> None:

@@ -1,0 +1,303 @@
+"""Staff review elicitations (pending ones, and what became of the others) in a Flask app.
+
+Flask has no admin site to plug into, so this is a small blueprint of its own: a list of the
+questions tools asked, filtered by status and mode and searchable, each question's page
+(read-only), and a button that completes a URL-mode elicitation, which notifies the client as
+:func:`mcp_flask.complete_elicitation` does. Who may see it is the application's decision::
+
+    from flask_login import current_user
+    from mcp_flask.admin import admin_blueprint
+
+    app.register_blueprint(
+        admin_blueprint(lambda: current_user.is_authenticated and current_user.is_admin),
+        url_prefix="/mcp-admin",
+    )
+
+The check runs before every page: ``True`` lets the request in, ``False`` answers 403, and a
+response (a redirect to the login page, say) is sent as it is. The completion button is a
+POST with a token kept in Flask's session (the app needs a ``SECRET_KEY``).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+from flask import Blueprint, Response, abort, flash, redirect, render_template_string, request, session, url_for
+from markupsafe import Markup
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import Session
+
+from mcp_common.store import ELICITATION_STATUSES, OPEN_STATUSES
+from mcp_flask.models import MCPElicitation
+
+Permission = Callable[[], "bool | Response"]
+"""Whether the current request may see the panel: ``True``, ``False`` (403) or a response."""
+
+PAGE_SIZE = 50
+"""Questions per page of the list."""
+
+_TOKEN_KEY = "mcp_admin_token"
+_MODES = ("form", "url")
+
+_LAYOUT = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{{ title }} · MCP elicitations</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>
+body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#222;background:#f6f7f9}
+header{background:#264b5d;color:#fff;padding:10px 24px}header a{color:#fff;text-decoration:none}
+main{padding:16px 24px;max-width:1200px}h1{font-size:20px;margin:8px 0 16px}
+table{border-collapse:collapse;width:100%;background:#fff}
+th,td{text-align:left;padding:6px 10px;border-bottom:1px solid #e3e6ea;vertical-align:top}
+th{background:#eef1f4;font-weight:600}td.q{max-width:520px}table.fields th{width:220px}.none{color:#888}
+nav.filters a{margin-right:10px}nav.filters a.on{font-weight:700;text-decoration:none;color:#222}
+nav.filters{margin-bottom:8px}form.search{margin:12px 0}
+.status{padding:1px 7px;border-radius:9px;background:#e3e6ea;font-size:12px}
+.status.pending{background:#fde9b6}.status.accepted,.status.completed{background:#cdebd3}
+.status.declined,.status.cancelled,.status.expired{background:#f2d3d3}
+pre{background:#f0f2f4;padding:8px;margin:0;white-space:pre-wrap;word-break:break-word}
+.flash{background:#cdebd3;padding:8px 12px;margin-bottom:12px}.empty{padding:16px;background:#fff}
+button{padding:6px 14px}
+</style></head>
+<body><header><a href="{{ url_for('.index') }}">MCP elicitations</a></header><main>
+{% for message in get_flashed_messages() %}<div class="flash">{{ message }}</div>{% endfor %}
+{{ body }}
+</main></body></html>"""
+
+_INDEX = """<h1>{{ total }} elicitation{{ '' if total == 1 else 's' }}</h1>
+<nav class="filters">Status:
+<a href="{{ link(status=None, page=None) }}" class="{{ 'on' if not status }}">all</a>
+{% for s in statuses %}
+<a href="{{ link(status=s, page=None) }}" class="{{ 'on' if s == status }}">{{ s }}</a>
+{% endfor %}
+</nav>
+<nav class="filters">Mode:
+<a href="{{ link(mode=None, page=None) }}" class="{{ 'on' if not mode }}">all</a>
+{% for m in modes %}<a href="{{ link(mode=m, page=None) }}" class="{{ 'on' if m == mode }}">{{ m }}</a>{% endfor %}
+</nav>
+<form class="search" method="get">
+{% if status %}<input type="hidden" name="status" value="{{ status }}">{% endif %}
+{% if mode %}<input type="hidden" name="mode" value="{{ mode }}">{% endif %}
+<input type="search" name="q" value="{{ q }}" placeholder="question, tool, elicitation id, principal" size="40">
+<button type="submit">Search</button></form>
+{% if rows %}
+<table><thead><tr><th>Created (UTC)</th><th>Tool</th><th>Question</th><th>Status</th>
+<th>Elicitation id</th><th>Principal</th></tr></thead><tbody>
+{% for row in rows %}<tr><td>{{ when(row.created) }}</td><td>{{ row.tool or '' }}</td>
+<td class="q"><a href="{{ url_for('.detail', record_id=row.id) }}">{{ row.message|truncate(80, True, '…', 0) }}</a></td>
+<td><span class="status {{ row.status }}">{{ row.status }}</span></td><td>{{ row.elicitation_id or '' }}</td>
+<td>{{ row.principal or '' }}</td></tr>{% endfor %}
+</tbody></table>
+<p>{% if page > 1 %}<a href="{{ link(page=page - 1) }}">« newer</a>{% endif %}
+Page {{ page }} of {{ pages }}
+{% if page < pages %}<a href="{{ link(page=page + 1) }}">older »</a>{% endif %}</p>
+{% else %}<p class="empty">No elicitation matches.</p>{% endif %}"""
+
+_DETAIL = """<h1>{{ row.message|truncate(120, True, '…', 0) }}</h1>
+<table class="fields"><tbody>
+{% for label, value, preformatted in fields %}<tr><th>{{ label }}</th>
+<td>{% if not value %}<span class="none">—</span>
+{% elif preformatted %}<pre>{{ value }}</pre>{% else %}{{ value }}{% endif %}</td></tr>
+{% endfor %}
+</tbody></table>
+{% if completable %}
+<form method="post" action="{{ url_for('.complete', record_id=row.id) }}" style="margin-top:16px">
+<input type="hidden" name="token" value="{{ token }}">
+<button type="submit">Mark completed (notifies the client)</button></form>
+{% endif %}
+<p><a href="{{ url_for('.index') }}">« all elicitations</a></p>"""
+
+
+def admin_blueprint(permission: Permission, *, name: str = "mcp_admin") -> Blueprint:
+    """The review panel, to register on the app under a URL prefix of its choice.
+
+    :param permission: called before every page (see the module's documentation).
+    :param name: the blueprint's name (``url_for(f"{name}.index")``).
+    """
+    if not callable(permission):
+        raise TypeError(
+            "admin_blueprint() needs a permission check, a function of no arguments deciding "
+            f"whether the current request may see the panel; got {permission!r}."
+        )
+    blueprint = Blueprint(name, __name__)
+
+    @blueprint.record_once
+    def _exempt_from_csrf(state: Any) -> None:
+        # Flask-WTF's CSRFProtect would refuse the completion form: it carries this panel's own
+        # token instead of Flask-WTF's.
+        csrf = state.app.extensions.get("csrf")
+        if csrf is not None and hasattr(csrf, "exempt"):
+            csrf.exempt(blueprint)
+
+    @blueprint.before_request
+    def _check_permission() -> Response | None:
+        allowed = permission()
+        if isinstance(allowed, Response):
+            return allowed
+        if allowed is not True:
+            abort(403)
+        return None
+
+    blueprint.add_url_rule("/", "index", _index)
+    blueprint.add_url_rule("/<record_id>/", "detail", _detail)
+    blueprint.add_url_rule("/<record_id>/complete", "complete", _complete, methods=["POST"])
+    return blueprint
+
+
+def _engine() -> Any:
+    from mcp_flask.extension import get_state
+
+    return get_state().engine
+
+
+def _page(**body: Any) -> str:
+    title = body.pop("title")
+    return render_template_string(_LAYOUT, title=title, body=Markup(render_template_string(**body)))
+
+
+def _index() -> str:
+    status = request.args.get("status") or None
+    mode = request.args.get("mode") or None
+    q = (request.args.get("q") or "").strip()
+    if status is not None and status not in ELICITATION_STATUSES:
+        abort(400, f"Unknown status {status!r}: one of {', '.join(ELICITATION_STATUSES)}.")
+    if mode is not None and mode not in _MODES:
+        abort(400, f"Unknown mode {mode!r}: form or url.")
+    try:
+        page = max(1, int(request.args.get("page", "1")))
+    except ValueError:
+        abort(400, "page must be a whole number.")
+    conditions = []
+    if status is not None:
+        conditions.append(MCPElicitation.status == status)
+    if mode is not None:
+        conditions.append(MCPElicitation.mode == mode)
+    if q:
+        pattern = "%" + q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        conditions.append(
+            or_(
+                *(
+                    column.ilike(pattern, escape="\\")
+                    for column in (
+                        MCPElicitation.message,
+                        MCPElicitation.tool,
+                        MCPElicitation.elicitation_id,
+                        MCPElicitation.principal,
+                        MCPElicitation.id,
+                    )
+                )
+            )
+        )
+    with Session(_engine()) as s:
+        total = s.scalar(select(func.count()).select_from(MCPElicitation).where(*conditions)) or 0
+        rows = list(
+            s.scalars(
+                select(MCPElicitation)
+                .where(*conditions)
+                .order_by(MCPElicitation.created.desc(), MCPElicitation.id.desc())
+                .offset((page - 1) * PAGE_SIZE)
+                .limit(PAGE_SIZE)
+            )
+        )
+    args = {"status": status, "mode": mode, "q": q or None, "page": page if page > 1 else None}
+
+    def link(**changes: Any) -> str:
+        merged = {k: v for k, v in {**args, **changes}.items() if v is not None}
+        return url_for(".index", **merged)
+
+    return _page(
+        title="Elicitations",
+        source=_INDEX,
+        rows=rows,
+        total=total,
+        page=page,
+        pages=max(1, -(-total // PAGE_SIZE)),
+        status=status,
+        mode=mode,
+        q=q,
+        statuses=ELICITATION_STATUSES,
+        modes=_MODES,
+        link=link,
+        when=_when,
+    )
+
+
+def _pretty(value: str | None) -> str:
+    """JSON text indented for reading."""
+    if not value:
+        return ""
+    try:
+        return json.dumps(json.loads(value), indent=2, ensure_ascii=False)
+    except ValueError:
+        return value
+
+
+def _detail(record_id: str) -> str:
+    with Session(_engine()) as s:
+        row = s.get(MCPElicitation, record_id)
+    if row is None:
+        abort(404)
+    fields = [
+        ("Status", row.status, False),
+        ("Mode", row.mode, False),
+        ("Question", row.message, False),
+        ("Requested schema", _pretty(row.requested_schema), bool(row.requested_schema)),
+        ("URL", row.url or "", False),
+        ("Elicitation id", row.elicitation_id or "", False),
+        ("Answer", _pretty(row.answer), bool(row.answer)),
+        ("Detail", row.detail or "", False),
+        ("Server", row.server_name, False),
+        ("Tool", row.tool or "", False),
+        ("Principal", row.principal or "", False),
+        ("Legacy session", row.session_id or "", False),
+        ("Request state (2026-07-28)", row.state_id or "", False),
+        ("Created (UTC)", _when(row.created), False),
+        ("Updated (UTC)", _when(row.updated), False),
+        ("Expires (UTC)", _when(row.expires), False),
+        ("Id", row.id, False),
+    ]
+    return _page(
+        title=row.message[:60],
+        source=_DETAIL,
+        row=row,
+        fields=fields,
+        completable=_completable(row),
+        token=_token(),
+    )
+
+
+def _when(moment: Any) -> str:
+    return str(moment.strftime("%Y-%m-%d %H:%M:%S"))
+
+
+def _completable(row: MCPElicitation) -> bool:
+    return row.mode == "url" and bool(row.elicitation_id) and row.status in OPEN_STATUSES
+
+
+def _token() -> str:
+    token = session.get(_TOKEN_KEY)
+    if not isinstance(token, str):
+        token = session[_TOKEN_KEY] = secrets.token_urlsafe(32)
+    return token
+
+
+def _complete(record_id: str) -> Response:
+    from mcp_flask.elicitation import complete_elicitation
+
+    expected = session.get(_TOKEN_KEY)
+    sent = request.form.get("token", "")
+    if not isinstance(expected, str) or not hmac.compare_digest(sent, expected):
+        abort(400, "The form's token is missing or stale: reload the page and try again.")
+    with Session(_engine()) as s:
+        row = s.get(MCPElicitation, record_id)
+    if row is None:
+        abort(404)
+    if not _completable(row):
+        flash(f"Nothing to complete: this is a {row.mode} elicitation, {row.status}.")
+    else:
+        moved = complete_elicitation(row.elicitation_id or "", row.server_name)
+        flash(f"{moved} elicitation(s) completed.")
+    return redirect(url_for(".detail", record_id=record_id), code=303)

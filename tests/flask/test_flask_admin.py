@@ -1,0 +1,189 @@
+"""The Flask review panel (``mcp_flask.admin``): staff list, filter, search and read the
+questions tools asked, and complete URL-mode elicitations; nobody else gets in."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from flask import Flask, redirect
+from mcp.server import MCPServer
+
+from mcp_common.elicitation import new_record
+from mcp_common.store import GET_STREAM, RequestStateRecord, SessionRecord
+from mcp_flask import MCP, get_state, migrate
+from mcp_flask.admin import PAGE_SIZE, admin_blueprint
+
+
+@pytest.fixture
+def staff() -> dict[str, Any]:
+    """What the permission check answers (tests flip it)."""
+    return {"allowed": True}
+
+
+@pytest.fixture
+def app(make_app: Callable[..., Flask], staff: dict[str, Any]) -> Flask:
+    app = make_app()
+    MCP(app, server=MCPServer("Shop"))
+    migrate(app)
+    app.register_blueprint(admin_blueprint(lambda: staff["allowed"]), url_prefix="/mcp-admin")
+    return app
+
+
+def _form(store: Any, message: str, *, state_id: str | None = None, status: str = "pending", ago: float = 0) -> Any:
+    now = time.time() - ago
+    state_id = state_id or uuid.uuid4().hex
+    record = new_record(
+        server_name="Shop",
+        tool="delete_folder",
+        params={
+            "mode": "form",
+            "message": message,
+            "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}},
+        },
+        request_key="ask",
+        principal="user:ada",
+        expires=now + 600,
+        state_id=state_id,
+    )
+    record = record.__class__(**{**record.__dict__, "status": status, "created": now, "updated": now})
+    state = RequestStateRecord(
+        state_id, "Shop", "tools/call", "delete_folder", "d", "user:ada", "sealed", now, now + 600
+    )
+    store.save_request_state(state, [record])
+    return record
+
+
+def _url_on_session(store: Any, elicitation_id: str, message: str = "Pay the deposit") -> tuple[Any, str]:
+    """A legacy session's pending URL elicitation (a deposit to pay)."""
+    sid = uuid.uuid4().hex
+    now = time.time()
+    store.create_session(SessionRecord(sid, "2025-11-25", "{}", None, "Shop", now, now))
+    record = new_record(
+        server_name="Shop",
+        tool="pay_deposit",
+        params={
+            "mode": "url",
+            "message": message,
+            "url": "https://pay.example.com/1",
+            "elicitationId": elicitation_id,
+        },
+        request_key="srv-1",
+        principal=None,
+        expires=now + 600,
+        session_id=sid,
+        owner="host:1:x",
+        stream_key="s1",
+        call_id="5",
+    )
+    store.create_pending(sid, "srv-1", "elicitation/create", "{}", record)
+    return record, sid
+
+
+def _store(app: Flask) -> Any:
+    return get_state(app).store
+
+
+def test_staff_see_the_questions_newest_first_and_others_are_refused(app: Flask, staff: dict[str, Any]) -> None:
+    store = _store(app)
+    _form(store, "Delete /tmp/old? It has 2 files.", ago=60)
+    _form(store, "Delete /tmp/new? It has 9 files.")
+    client = app.test_client()
+    page = client.get("/mcp-admin/")
+    assert page.status_code == 200
+    html = page.get_data(as_text=True)
+    assert "2 elicitations" in html
+    assert html.index("/tmp/new") < html.index("/tmp/old")
+    assert "user:ada" in html and "delete_folder" in html
+
+    staff["allowed"] = False
+    assert client.get("/mcp-admin/").status_code == 403
+    record = _form(store, "Another?")
+    assert client.get(f"/mcp-admin/{record.id}/").status_code == 403
+    assert client.post(f"/mcp-admin/{record.id}/complete").status_code == 403
+
+
+def test_a_permission_check_may_answer_with_its_own_response(make_app: Callable[..., Flask]) -> None:
+    app = make_app()
+    MCP(app, server=MCPServer("Shop"))
+    migrate(app)
+    app.register_blueprint(admin_blueprint(lambda: redirect("/login")), url_prefix="/mcp-admin")
+    answer = app.test_client().get("/mcp-admin/")
+    assert answer.status_code == 302 and answer.headers["Location"] == "/login"
+
+
+def test_a_blueprint_without_a_permission_check_is_refused() -> None:
+    with pytest.raises(TypeError, match="needs a permission check"):
+        admin_blueprint(None)  # type: ignore[arg-type]
+
+
+def test_filters_search_and_pages(app: Flask) -> None:
+    store = _store(app)
+    _form(store, "Keep the pending one?")
+    _form(store, "An answered one", status="accepted")
+    _url_on_session(store, "deposit-7")
+    client = app.test_client()
+
+    pending = client.get("/mcp-admin/?status=pending").get_data(as_text=True)
+    assert "Keep the pending one?" in pending and "Pay the deposit" in pending
+    assert "An answered one" not in pending
+
+    url_only = client.get("/mcp-admin/?status=pending&mode=url").get_data(as_text=True)
+    assert "Pay the deposit" in url_only and "Keep the pending one?" not in url_only
+
+    found = client.get("/mcp-admin/?q=deposit-7").get_data(as_text=True)
+    assert "1 elicitation<" in found and "Pay the deposit" in found
+    # A search is literal: % and _ match themselves, not anything.
+    assert "No elicitation matches." in client.get("/mcp-admin/?q=%25").get_data(as_text=True)
+
+    for n in range(PAGE_SIZE):
+        _form(store, f"Bulk question {n}", ago=3600 + n)
+    first = client.get("/mcp-admin/").get_data(as_text=True)
+    assert f"{PAGE_SIZE + 3} elicitations" in first and "Page 1 of 2" in first
+    second = client.get("/mcp-admin/?page=2").get_data(as_text=True)
+    assert "Page 2 of 2" in second and "Bulk question 49" in second and "Bulk question 0<" not in second
+
+    assert client.get("/mcp-admin/?status=lost").status_code == 400
+    assert client.get("/mcp-admin/?mode=sms").status_code == 400
+    assert client.get("/mcp-admin/?page=two").status_code == 400
+
+
+def test_a_question_page_shows_the_schema_and_escapes_what_tools_wrote(app: Flask) -> None:
+    store = _store(app)
+    record = _form(store, "<script>alert('x')</script> Delete it?")
+    client = app.test_client()
+    html = client.get(f"/mcp-admin/{record.id}/").get_data(as_text=True)
+    assert "<script>alert" not in html and "&lt;script&gt;alert" in html
+    # The requested schema, indented (and escaped like everything else).
+    assert "&#34;ok&#34;: {\n      &#34;type&#34;: &#34;boolean&#34;" in html
+    assert "Mark completed" not in html  # a form question is answered by its user, not here
+    assert client.get("/mcp-admin/no-such-question/").status_code == 404
+
+
+def test_staff_complete_a_url_elicitation_and_the_client_is_notified(app: Flask) -> None:
+    store = _store(app)
+    record, sid = _url_on_session(store, "deposit-9")
+    client = app.test_client()
+    page = client.get(f"/mcp-admin/{record.id}/").get_data(as_text=True)
+    assert "Mark completed" in page
+    token = re.search(r'name="token" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+
+    # Without the page's token (a forged cross-site POST), nothing happens.
+    assert client.post(f"/mcp-admin/{record.id}/complete", data={"token": "forged"}).status_code == 400
+    assert store.get_elicitation(record.id).status == "pending"
+
+    done = client.post(f"/mcp-admin/{record.id}/complete", data={"token": token})
+    assert done.status_code == 303 and done.headers["Location"].endswith(f"/mcp-admin/{record.id}/")
+    assert store.get_elicitation(record.id).status == "completed"
+    events = [e.message for e in store.events_after(sid, GET_STREAM, 0)]
+    assert any("notifications/elicitation/complete" in m and "deposit-9" in m for m in events)
+    assert "1 elicitation(s) completed." in client.get(done.headers["Location"]).get_data(as_text=True)
+
+    # Again: idempotent, and said so.
+    again = client.post(f"/mcp-admin/{record.id}/complete", data={"token": token}, follow_redirects=True)
+    assert "Nothing to complete: this is a url elicitation, completed." in again.get_data(as_text=True)
+    assert len([e for e in store.events_after(sid, GET_STREAM, 0) if "deposit-9" in e.message]) == 1
