@@ -184,6 +184,11 @@ ELICITATION_STATUSES = ("pending", "accepted", "declined", "cancelled", "complet
 :func:`~mcp_common.elicitation.complete_elicitation` is called; ``expired`` when nobody
 answered in time."""
 
+ONE_STATEMENT_ANSWERS = 16
+"""Most answers a redemption records in the same statement as its claim (PostgreSQL). The
+client chooses how many ``inputResponses`` it sends: more than this many are recorded one
+statement each, so the statements built (and cached) per answer count stay few."""
+
 OPEN_STATUSES = ("pending", "accepted")
 """Statuses a URL-mode elicitation can be completed from."""
 

@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from mcp_common.store import (
+    ONE_STATEMENT_ANSWERS,
     OPEN_STATUSES,
     ElicitationRecord,
     EventRecord,
@@ -347,7 +348,7 @@ class DjangoStore:
             claim_params.append(principal)
         # The single-use guarantee is the one guarded UPDATE of the state: of two workers
         # redeeming the same handle, exactly one sees a row change.
-        if connection.vendor == "postgresql":
+        if connection.vendor == "postgresql" and len(answers) <= ONE_STATEMENT_ANSWERS:
             # One statement: the claim, and the answers recorded only if the claim won.
             sql = f"WITH claimed AS ({claim} RETURNING state_id, sealed, created, expires)"
             params = claim_params

@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
 
 from mcp_common.store import (
+    ONE_STATEMENT_ANSWERS,
     OPEN_STATUSES,
     ElicitationRecord,
     EventRecord,
@@ -696,7 +697,7 @@ class SQLAlchemyStore:
             "b_principal": principal,
         }
         driver = self._driver
-        if driver.one_statement:
+        if driver.one_statement and len(answers) <= ONE_STATEMENT_ANSWERS:
             # PostgreSQL: the claim and the answers in one statement; an answer is recorded
             # only if the claim won.
             statement = driver.redeem(len(answers))

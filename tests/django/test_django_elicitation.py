@@ -234,6 +234,24 @@ def test_a_redemption_answers_only_its_own_pending_questions() -> None:
     assert store.get_elicitation(questions[1].id).status == "pending"
 
 
+def test_a_redemption_with_more_answers_than_questions() -> None:
+    """The client chooses how many answers it sends: beyond ``ONE_STATEMENT_ANSWERS`` they are
+    recorded one statement each on PostgreSQL, with the same result."""
+    from mcp_common.store import ONE_STATEMENT_ANSWERS
+
+    store = DjangoStore()
+    now = time.time()
+    state, _ = _state_and_question()
+    questions = [_question(state.state_id, f"k{n}", now) for n in range(2)]
+    store.save_request_state(state, questions)
+    answers = {f"k{n}": ("accepted", f'{{"n": {n}}}') for n in range(ONE_STATEMENT_ANSWERS + 24)}
+    args = (state.state_id, "Files", "tools/call", "delete_folder", "abc", None)
+    assert store.consume_request_state(*args, now + 1, answers) is not None
+    rows = {r.request_key: (r.status, r.answer) for r in store.elicitations_for_state(state.state_id)}
+    assert rows == {"k0": ("accepted", '{"n": 0}'), "k1": ("accepted", '{"n": 1}')}
+    assert store.consume_request_state(*args, now + 2, answers) is None
+
+
 def test_inside_an_application_transaction_the_store_joins_it() -> None:
     from django.db import transaction
 

@@ -735,6 +735,26 @@ def test_consume_answers_only_that_states_pending_rows(store: SessionStore) -> N
     assert other is not None and (other.status, other.answer) == ("pending", None)
 
 
+def test_a_redemption_with_more_answers_than_questions(sql_store: SQLAlchemyStore) -> None:
+    """The client chooses how many answers it sends: beyond ``ONE_STATEMENT_ANSWERS`` they are
+    recorded one statement each (no statement is built for each new count), with the same
+    result."""
+    from mcp_common.store import ONE_STATEMENT_ANSWERS
+
+    now = time.time()
+    questions = [
+        _elicitation(f"q{n}", created=now, session_id=None, state_id="st1", request_key=f"k{n}") for n in range(2)
+    ]
+    sql_store.save_request_state(_state(now=now), questions)
+    many = ONE_STATEMENT_ANSWERS + 24
+    answers = {f"k{n}": ("accepted", f'{{"n":{n}}}') for n in range(many)}
+    assert _consume(sql_store, now + 1, answers=answers) is not None
+    rows = {r.id: (r.status, r.answer) for r in sql_store.elicitations_for_state("st1")}
+    assert rows == {"q0": ("accepted", '{"n":0}'), "q1": ("accepted", '{"n":1}')}
+    assert _consume(sql_store, now + 2, answers=answers) is None
+    assert many not in sql_store._driver._redemptions
+
+
 def test_a_redemption_reaches_its_question_by_state_not_through_every_pending_row(tmp_path: Path) -> None:
     """With thousands of questions pending, redeeming one handle must not walk them all:
     SQLite (no statistics) chose the status index for the answer's UPDATE until the
