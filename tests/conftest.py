@@ -129,7 +129,34 @@ class ServerPool:
     def start(
         self, framework: str, server: str, workers: int, database: Database, env: dict[str, str] | None = None
     ) -> LiveServer:
+        live = self._spawn(framework, server, workers, database, env)
+        self._wait_ready(live)
+        return live
+
+    def start_many(
+        self,
+        count: int,
+        framework: str,
+        server: str,
+        workers: int,
+        database: Database,
+        env: dict[str, str] | None = None,
+    ) -> list[LiveServer]:
+        """``count`` servers on one database: the first alone (it migrates the database), the
+        others then side by side (each start is seconds of imports)."""
+        first = self.start(framework, server, workers, database, env)
+        others = [self._spawn(framework, server, workers, database, env) for _ in range(count - 1)]
+        for live in others:
+            self._wait_ready(live)
+        return [first, *others]
+
+    def _spawn(
+        self, framework: str, server: str, workers: int, database: Database, env: dict[str, str] | None
+    ) -> LiveServer:
+        taken = {live.base_url.rsplit(":", 1)[1] for live in self.started}
         port = free_port()
+        while str(port) in taken:  # a server spawned just before may not have bound its port yet
+            port = free_port()
         log_path = self.tmp / f"{framework}-{server}-{workers}-{database.kind}-{port}.log"
         full_env = {
             **os.environ,
@@ -162,6 +189,10 @@ class ServerPool:
             )
         live = LiveServer(f"http://127.0.0.1:{port}", framework, server, workers, database, process, log_path)
         self.started.append(live)
+        return live
+
+    def _wait_ready(self, live: LiveServer) -> None:
+        framework, server, workers, process = live.framework, live.server, live.workers, live.process
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if process.poll() is not None:
@@ -170,7 +201,7 @@ class ServerPool:
                 if httpx.get(live.base_url + "/", timeout=1).status_code == 200:
                     # Every worker must be up before a test counts on reaching several of them.
                     time.sleep(0.5 if workers > 1 else 0)
-                    return live
+                    return
             except httpx.HTTPError:
                 pass
             time.sleep(0.2)
@@ -178,28 +209,38 @@ class ServerPool:
         raise RuntimeError(f"{framework}/{server} did not start in 60 s:\n{live.log()}")
 
     def stop_all(self) -> None:
-        for live in self.started:
-            stop(live)
+        stop_many(self.started)
 
 
 def stop(live: LiveServer) -> None:
     """Stop the server and every process of its group (workers included), however it fares."""
-    process = live.process
-    try:
-        group = os.getpgid(process.pid)
-    except ProcessLookupError:
-        group = None
-    if process.poll() is None:
-        process.terminate()
+    stop_many([live])
+
+
+def stop_many(servers: list[LiveServer]) -> None:
+    """Stop servers side by side: each is asked to stop first, then each is waited for (a
+    graceful stop can wait seconds for an open stream)."""
+    groups: dict[int, int | None] = {}
+    for live in servers:
+        process = live.process
+        try:
+            groups[id(live)] = os.getpgid(process.pid)
+        except ProcessLookupError:
+            groups[id(live)] = None
+        if process.poll() is None:
+            process.terminate()
+    for live in servers:
+        process = live.process
         try:
             process.wait(10)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(5)
-    if group is not None:
-        # Workers left behind (a master killed before its workers exited) go with their group.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(group, signal.SIGKILL)
+        group = groups[id(live)]
+        if group is not None:
+            # Workers left behind (a master killed before its workers exited) go with their group.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, signal.SIGKILL)
 
 
 @pytest.fixture(scope="session")

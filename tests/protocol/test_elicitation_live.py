@@ -27,7 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import ElicitRequestParams, ElicitRequestURLParams, ElicitResult, TextContent
 
-from tests.conftest import ROOT, Database, DatabaseFactory, LiveServer, ServerPool, stop
+from tests.conftest import ROOT, Database, DatabaseFactory, LiveServer, ServerPool, stop, stop_many
 from tests.protocol.clients import Recorder, WorkerLog, roots, sampling, spread_client
 from tests.protocol.test_official_client import spread_session
 
@@ -306,10 +306,9 @@ def four_single_workers(
     request: pytest.FixtureRequest, server_pool: ServerPool, databases: DatabaseFactory, database_kind: str
 ) -> Iterator[list[LiveServer]]:
     database: Database = databases.new(database_kind)
-    servers = [server_pool.start(request.param, "gunicorn", 1, database, env=FAST) for _ in range(4)]
+    servers = server_pool.start_many(4, request.param, "gunicorn", 1, database, env=FAST)
     yield servers
-    for live in servers:
-        stop(live)
+    stop_many(servers)
 
 
 @pytest.mark.slow
