@@ -121,6 +121,29 @@ def test_a_blueprint_without_a_permission_check_is_refused() -> None:
         admin_blueprint(None)  # type: ignore[arg-type]
 
 
+def test_flask_wtf_csrf_protection_is_told_to_leave_the_panel_to_its_own_token(
+    make_app: Callable[..., Flask],
+) -> None:
+    """Flask-WTF's ``CSRFProtect`` would refuse the completion form (it carries the panel's own
+    token); the panel exempts its blueprint through the extension's ``exempt``."""
+
+    class CSRFProtect:  # the part of Flask-WTF's extension the panel uses
+        def __init__(self) -> None:
+            self.exempted: list[Any] = []
+
+        def exempt(self, view: Any) -> Any:
+            self.exempted.append(view)
+            return view
+
+    app = make_app()
+    csrf = CSRFProtect()
+    app.extensions["csrf"] = csrf
+    MCP(app, server=MCPServer("Shop"))
+    blueprint = admin_blueprint(lambda: True)
+    app.register_blueprint(blueprint, url_prefix="/mcp-admin")
+    assert blueprint in csrf.exempted
+
+
 def test_filters_search_and_pages(app: Flask) -> None:
     store = _store(app)
     _form(store, "Keep the pending one?")
