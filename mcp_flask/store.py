@@ -731,7 +731,8 @@ class SQLAlchemyStore:
         self, binding: dict[str, Any], answers: dict[str, tuple[str, str | None]]
     ) -> tuple[Any, ...] | None:
         """The claim, its read-back and the answers as separate statements of one transaction
-        (databases without data-modifying ``WITH``): the claimed ``(sealed, created, expires)``."""
+        (databases without data-modifying ``WITH``, and PostgreSQL past ``ONE_STATEMENT_ANSWERS``
+        answers): the claimed ``(sealed, created, expires)``."""
         driver = self._driver
         state_id = binding["b_state"]
         moment = binding["b_moment"]
