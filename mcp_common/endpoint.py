@@ -195,12 +195,12 @@ class MCPEndpoint:
         if self.persist_state and version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
             # 2026-07-28 request state: the database work happens here, in the request's own
             # thread, rather than as two more hops between threads.
+            fast = self.fast.handle_resolving_sync(request)
+            if fast is not None:
+                return fast
             prepared = prepare_blocking(self, request)
             if isinstance(prepared, HTTPResponse):
                 return prepared
-            fast = self.fast.handle_resolving_sync(prepared)
-            if fast is not None:
-                return fast
             response = self.runner.run(self.handle_async(prepared))
             return finish_blocking(self, prepared, response) if prepared.defer_persist else response
         return self.runner.run(self.handle_async(request))

@@ -14,9 +14,9 @@ module does the same work with the SDK's own pieces and nothing else:
 * errors map exactly as ``Tool.run`` and ``MCPServer``'s handler map them.
 
 A tool with resolvers (``Annotated[T, Resolve(fn)]``) on the 2026-07-28 wire is served here
-too, when no resolver takes a ``Context``: the request-state handle is redeemed in the
-request's thread (:func:`mcp_common.state.prepare_blocking`), then one hop onto the endpoint's
-loop runs the SDK's request-state boundary (unseal; seal an ``input_required`` answer) around
+too, when no resolver takes a ``Context``: once the call is admitted, its request-state handle
+is redeemed in the request's thread (:func:`mcp_common.state.redeem_sync`), then one hop onto
+the endpoint's loop runs the SDK's request-state boundary (unseal; seal an ``input_required`` answer) around
 the SDK's own resolver walk (``resolve_arguments``), the tool body runs where a plain call's
 does, and an ``input_required`` answer is persisted in the request's thread.
 
@@ -359,12 +359,23 @@ class FastPath:
         return self._respond(call, outcome)
 
     def handle_resolving_sync(self, request: HTTPRequest) -> HTTPResponse | None:
-        """A 2026-07-28 call of a tool with resolvers, from the calling (WSGI) thread, after
-        :func:`~mcp_common.state.prepare_blocking` redeemed its handle; ``None``: full path."""
+        """A 2026-07-28 call of a tool with resolvers, from the calling (WSGI) thread: its
+        handle redeemed once the call is admitted (a refused retry leaves it live), the walk
+        and the tool body run here, an ``input_required`` answer persisted here; ``None``:
+        the full path answers."""
         admitted = self._admit_resolving(request)
         if admitted is None:
             return None
         call, params, capabilities, boundary = admitted
+        if params.get("requestState") is not None:
+            from mcp_common.modern import _reply, _reply_status
+            from mcp_common.state import redeem_sync
+
+            try:
+                params = redeem_sync(self.endpoint, "tools/call", params, request.principal)
+            except MCPError as exc:
+                reply = _reply(call.request_id, None, exc)
+                return json_response(reply, _reply_status(reply))
         tool = call.tool
         validated = call.validated
         from mcp_common.endpoint import current_request

@@ -9,6 +9,7 @@ logging) before it finishes; then the response becomes an SSE stream.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.transport_context import TransportContext
 from mcp_types import INVALID_REQUEST, PARSE_ERROR, JSONRPCNotification, JSONRPCRequest, RequestId
-from mcp_types.methods import INPUT_REQUIRED_METHODS
+from mcp_types.methods import INPUT_REQUIRED_METHODS, validate_client_request
 from pydantic import ValidationError
 
 from mcp_common import _sdk
@@ -107,7 +108,9 @@ def _reply_status(reply: dict[str, Any]) -> int:
     return status_for(reply["error"]["code"]) if "error" in reply else 200
 
 
-async def handle_modern(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPResponse:
+def admit_modern(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPResponse | tuple[JSONRPCRequest, Any]:
+    """The checks a 2026-07-28 request passes before any handler sees it: ``(request, the
+    inbound classifier's verdict)``, or the refusal to answer (a notification's answer too)."""
     config = endpoint.config
     if request.method != "POST":
         return error_response(405, INVALID_REQUEST, "Method Not Allowed", headers={"Allow": "POST"})
@@ -136,7 +139,23 @@ async def handle_modern(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPResp
     rejection = _param_header_rejection(endpoint, req, request.headers)
     if rejection is not None:
         return json_response(error_body(rejection.code, rejection.message, req.id, rejection.data), 400)
+    return req, verdict
 
+
+def check_surface(method: str, version: str, params: Mapping[str, Any] | None) -> None:
+    """Raise what the SDK's runner raises for a request whose params its request surface
+    refuses (before any handler runs), so that a handle is not spent on a request that will
+    be refused: the client's corrected retry still holds a live handle."""
+    with contextlib.suppress(KeyError):  # not a spec method at this version: the runner answers
+        validate_client_request(method, version, params)
+
+
+async def handle_modern(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPResponse:
+    admitted = admit_modern(endpoint, request)
+    if isinstance(admitted, HTTPResponse):
+        return admitted
+    req, verdict = admitted
+    config = endpoint.config
     connection = Connection.from_envelope(
         verdict.protocol_version,
         verdict.client_info,
@@ -196,6 +215,7 @@ async def _run(
     params = req.params
     persisting = endpoint.persist_state and req.method in INPUT_REQUIRED_METHODS
     if persisting and not request.state_ready and params is not None and params.get("requestState") is not None:
+        check_surface(req.method, connection.protocol_version, params)
         params = await redeem(endpoint, req.method, params, request.principal)
     result = await _sdk.serve_one(
         endpoint.lowlevel,

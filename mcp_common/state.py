@@ -194,7 +194,13 @@ async def persist(
 def prepare_blocking(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPRequest | HTTPResponse:
     """Before a blocking (WSGI) 2026-07-28 request hops onto the event loop: redeem its handle
     here, in the request's thread, and mark the request so the loop side neither redeems it
-    again nor persists a JSON answer (:func:`finish_blocking` does, here too)."""
+    again nor persists a JSON answer (:func:`finish_blocking` does, here too).
+
+    A handle is single-use, so it is redeemed only for a request nothing will refuse before
+    its handler runs: one the transport checks, the envelope or the request's surface refuse
+    is answered (or left to the loop side to answer) with the handle still live, and the
+    client's corrected retry goes through.
+    """
     try:
         decoded = request.json()
     except (ValueError, RecursionError):
@@ -208,6 +214,15 @@ def prepare_blocking(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPRequest
         return replace(request, state_ready=True, defer_persist=True, parsed=decoded)
     if check_request(endpoint.config, request.headers, len(request.body)) is not None:
         return request  # the loop side refuses it
+    from mcp_common.modern import admit_modern, check_surface
+
+    admitted = admit_modern(endpoint, request)
+    if isinstance(admitted, HTTPResponse):
+        return admitted
+    try:
+        check_surface(decoded["method"], admitted[1].protocol_version, params)
+    except Exception:
+        return request  # the loop side raises it again, before redeeming, as the SDK answers it
     try:
         new_params = redeem_sync(endpoint, decoded["method"], params, request.principal)
     except MCPError as exc:

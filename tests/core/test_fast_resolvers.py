@@ -27,7 +27,6 @@ from pydantic import BaseModel
 from mcp_common import HTTPRequest, HTTPResponse, MCPConfig, MCPEndpoint, MemoryStore
 from mcp_common import fast as fast_module
 from mcp_common.elicitation import ElicitUrl, UrlConsent
-from mcp_common.state import prepare_blocking
 from tests.core.test_endpoint import SECRET, modern_call
 
 
@@ -187,9 +186,7 @@ def point() -> MCPEndpoint:
 
 
 def fast(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPResponse:
-    prepared = prepare_blocking(endpoint, request)
-    assert not isinstance(prepared, HTTPResponse), prepared.body
-    response = endpoint.fast.handle_resolving_sync(prepared)
+    response = endpoint.fast.handle_resolving_sync(request)
     assert response is not None, "the fast path should have taken this call"
     return response
 
@@ -348,7 +345,7 @@ def test_client_capabilities_are_checked_alike(point: MCPEndpoint, capabilities:
     expected = masked(full(point, call("greet", {}, capabilities)))
     if capabilities.get("elicitation") == "not an object":
         # The request surface refuses it: the fast path steps aside, the full path answers.
-        assert point.fast.handle_resolving_sync(prepare_blocking(point, call("greet", {}, capabilities))) is None
+        assert point.fast.handle_resolving_sync(call("greet", {}, capabilities)) is None
         assert expected[0] == 400
         assert masked(point.handle(call("greet", {}, capabilities))) == expected
         return
@@ -416,8 +413,7 @@ def test_bad_state_is_refused_alike_and_a_handle_is_single_use(point: MCPEndpoin
 
 def test_what_the_fast_path_leaves_to_the_full_path(point: MCPEndpoint, monkeypatch: pytest.MonkeyPatch) -> None:
     def taken(request: HTTPRequest) -> bool:
-        prepared = prepare_blocking(point, request)
-        return point.fast.handle_resolving_sync(prepared) is not None
+        return point.fast.handle_resolving_sync(request) is not None
 
     # A resolver that takes the Context could notify or log through it.
     assert not taken(call("contextual", {}))
@@ -555,3 +551,60 @@ def _sdk_tool_names(server: MCPServer) -> list[str]:
     from mcp_common import _sdk
 
     return [tool.name for tool in _sdk.registered_tools(server)]
+
+
+REFUSALS = {
+    "wrong-name-header": (400, -32020),
+    "no-envelope": (400, -32602),
+    "accepts-no-json": (406, -32600),
+    "bad-input-responses": (400, -32602),
+}
+
+
+def _spoiled(kind: str, request: HTTPRequest) -> HTTPRequest:
+    """``request`` (a retry) made into one the endpoint refuses before any tool runs."""
+    body = json.loads(request.body)
+    if kind == "wrong-name-header":
+        request.headers["mcp-name"] = "someone_else"
+    elif kind == "no-envelope":
+        del body["params"]["_meta"]
+    elif kind == "accepts-no-json":
+        request.headers["accept"] = "text/event-stream"
+    elif kind == "bad-input-responses":
+        body["params"]["inputResponses"] = {key: "yes" for key in body["params"]["inputResponses"]}
+    request.body = json.dumps(body).encode()
+    return request
+
+
+def _wsgi(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPResponse:
+    return endpoint.handle(request)
+
+
+def _asgi(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPResponse:
+    return asyncio.run(endpoint.handle_from_other_loop(request))
+
+
+@pytest.mark.parametrize("entry", [_wsgi, _asgi], ids=["wsgi", "asgi"])
+@pytest.mark.parametrize("name", ["greet", "contextual"])
+@pytest.mark.parametrize("kind", sorted(REFUSALS))
+def test_a_refused_retry_leaves_the_handle_and_its_question_for_the_corrected_one(
+    entry: Any, name: str, kind: str
+) -> None:
+    """A retry refused before the tool runs (transport checks, the envelope, the request's
+    surface) neither spends the single-use handle nor records its answers: the client's
+    corrected retry still completes, as it would against the SDK's own server."""
+    store = MemoryStore()
+    endpoint = MCPEndpoint(build_server(), MCPConfig(secret_keys=(SECRET,)), store)
+    asked = entry(endpoint, call(name, {}))
+    state = json.loads(asked.body)["result"]["requestState"]
+    responses = answers(asked, {"action": "accept", "content": {"name": "Ada"}})
+
+    refused = entry(endpoint, _spoiled(kind, call(name, {}, inputResponses=responses, requestState=state)))
+    assert (refused.status, json.loads(refused.body)["error"]["code"]) == REFUSALS[kind], refused.body
+    assert [row.status for row in store._elicitations.values()] == ["pending"]
+
+    done = entry(endpoint, call(name, {}, inputResponses=responses, requestState=state))
+    assert json.loads(done.body)["result"]["content"][0]["text"] == ("Hello, Ada!" if name == "greet" else "Ada"), (
+        done.body
+    )
+    assert [row.status for row in store._elicitations.values()] == ["accepted"]
