@@ -16,7 +16,8 @@ Completion from anywhere
     for legacy sessions, queue ``notifications/elicitation/complete`` in the session's event log,
     which whichever worker holds the session's GET stream delivers (or its next reconnect).
     Calling it again does nothing. ``ctx.session.send_elicit_complete(...)`` in a tool goes
-    through the same path.
+    through the same path, limited to what the calling principal asked of that server (its
+    client hears about it, as from the SDK); completing anyone's is for application code.
 """
 
 from __future__ import annotations
@@ -28,13 +29,14 @@ import socket
 import time
 import uuid
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from mcp.server.mcpserver import Elicit
 from pydantic import BaseModel, Field, create_model
 
 from mcp_common.jsonrpc import dumps
-from mcp_common.store import GET_STREAM, ElicitationRecord, SessionStore, new_row_id
+from mcp_common.store import GET_STREAM, OPEN_STATUSES, ElicitationRecord, SessionStore, new_row_id
 
 URL_FIELD = "__mcp_url_elicitation__"
 """The stand-in form's one property: its ``title`` is the elicitationId, its ``default`` the URL.
@@ -174,23 +176,41 @@ def new_record(
 # -- completion ------------------------------------------------------------------------------
 
 
+ANY_PRINCIPAL: Any = object()
+"""For :func:`complete_in_store`: whoever asked (a webhook, a task, staff)."""
+
+
 def complete_in_store(
-    store: SessionStore, elicitation_id: str, server_name: str | None = None
+    store: SessionStore, elicitation_id: str, server_name: str | None = None, principal: Any = ANY_PRINCIPAL
 ) -> tuple[list[ElicitationRecord], bool]:
     """Complete the open rows with ``elicitation_id`` and queue the legacy notifications.
 
-    Returns the rows that moved and whether any row with that id exists at all (a tool may
-    complete an id it never asked through this package: then the caller notifies its own
-    session, as the SDK would).
+    ``principal`` (``None`` is the anonymous one) limits it to the rows that principal's calls
+    asked: what a tool's ``ctx.session.send_elicit_complete`` may complete.
+
+    Returns the rows that moved and whether any row with that id exists at all in that scope
+    (a tool may complete an id it never asked through this package: then the caller notifies
+    its own session, as the SDK would).
     """
-    moved = store.complete_elicitations(elicitation_id, time.time(), server_name)
+    now = time.time()
+    if principal is ANY_PRINCIPAL:
+        moved = store.complete_elicitations(elicitation_id, now, server_name)
+        rows = None
+    else:
+        rows = [r for r in store.find_elicitations(elicitation_id, server_name) if r.principal == principal]
+        moved = [
+            replace(row, status="completed", updated=now)
+            for row in rows
+            if row.status in OPEN_STATUSES
+            and store.update_elicitation(row.id, "completed", now, from_statuses=OPEN_STATUSES)
+        ]
     message = dumps({"jsonrpc": "2.0", "method": COMPLETE_METHOD, "params": {"elicitationId": elicitation_id}})
     notified: set[str] = set()
     for row in moved:
         if row.session_id and row.session_id not in notified:
             notified.add(row.session_id)
             store.append_event(row.session_id, GET_STREAM, message, False)
-    exists = bool(moved) or bool(store.find_elicitations(elicitation_id, server_name))
+    exists = bool(moved) or bool(rows if rows is not None else store.find_elicitations(elicitation_id, server_name))
     return moved, exists
 
 

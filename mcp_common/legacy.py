@@ -236,7 +236,7 @@ class SessionContext:
         if params is not None:
             message["params"] = dict(params)
         if method == COMPLETE_METHOD:
-            await self.endpoint.legacy.complete(self.session.session_id, message)
+            await self.endpoint.legacy.complete(self.session, message)
         elif self.stream is not None:
             await self.stream.send(message)
         else:
@@ -271,7 +271,7 @@ class SessionChannel:
         if params is not None:
             message["params"] = dict(params)
         if method == COMPLETE_METHOD:
-            await self.endpoint.legacy.complete(self.session.session_id, message)
+            await self.endpoint.legacy.complete(self.session, message)
         else:
             await self.endpoint.legacy.post_to_get_stream(self.session.session_id, message)
 
@@ -776,13 +776,18 @@ class LegacyProtocol:
             result = fill_url_accept(result)
         return result if isinstance(result, dict) else {}
 
-    async def complete(self, session_id: str, message: dict[str, Any]) -> None:
-        """``notifications/elicitation/complete`` from a tool: mark the rows, notify their sessions."""
+    async def complete(self, session: SessionRecord, message: dict[str, Any]) -> None:
+        """``notifications/elicitation/complete`` from a tool: mark the rows the session's
+        principal asked of this server, notify their sessions and the calling one."""
         elicitation_id = str((message.get("params") or {}).get("elicitationId", ""))
-        moved, exists = await self.endpoint.db(complete_in_store, self.endpoint.store, elicitation_id, None)
-        if not exists:
-            # Not asked through this package: deliver it to this session, as the SDK would.
-            await self.post_to_get_stream(session_id, message)
+        endpoint = self.endpoint
+        moved, exists = await endpoint.db(
+            complete_in_store, endpoint.store, elicitation_id, endpoint.name, session.principal
+        )
+        if not exists or (moved and session.session_id not in {row.session_id for row in moved}):
+            # Not asked through this package, or asked in another of the caller's sessions: the
+            # calling session hears it too, as from the SDK. A repeat moves nothing, says nothing.
+            await self.post_to_get_stream(session.session_id, message)
         for row in moved:
             if row.session_id:
                 self.waiters.wake(row.session_id)

@@ -160,7 +160,7 @@ async def handle_modern(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPResp
         verdict.protocol_version,
         verdict.client_info,
         verdict.client_capabilities,
-        outbound=CompletionOutbound(endpoint),
+        outbound=CompletionOutbound(endpoint, request.principal),
     )
     dctx = ExchangeContext(
         transport=TransportContext(kind="streamable-http", can_send_request=False, headers=request.headers),

@@ -252,10 +252,12 @@ def finish_blocking(endpoint: MCPEndpoint, request: HTTPRequest, response: HTTPR
 class CompletionOutbound:
     """The 2026-07-28 connection's outbound: no channel, except that
     ``notifications/elicitation/complete`` marks the elicitation rows completed (the client
-    learns it from the row on its next retry, or from its legacy session's GET stream)."""
+    learns it from the row on its next retry, or from its legacy session's GET stream). Only
+    the rows the calling principal asked of this server move, as for a legacy session."""
 
-    def __init__(self, endpoint: MCPEndpoint) -> None:
+    def __init__(self, endpoint: MCPEndpoint, principal: str | None = None) -> None:
         self.endpoint = endpoint
+        self.principal = principal
 
     async def send_raw_request(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> dict[str, Any]:
         from mcp.shared.exceptions import NoBackChannelError
@@ -265,7 +267,10 @@ class CompletionOutbound:
     async def notify(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> None:
         if method == COMPLETE_METHOD and params:
             elicitation_id = str(params.get("elicitationId", ""))
-            moved, _ = await self.endpoint.db(complete_in_store, self.endpoint.store, elicitation_id, None)
+            endpoint = self.endpoint
+            moved, _ = await endpoint.db(
+                complete_in_store, endpoint.store, elicitation_id, endpoint.name, self.principal
+            )
             for row in moved:
                 if row.session_id:
                     self.endpoint.wake_streams(row.session_id)

@@ -39,6 +39,7 @@ class MCPElicitationAdmin(admin.ModelAdmin):
     def complete_selected(self, request: HttpRequest, queryset: QuerySet[MCPElicitation]) -> None:
         from mcp_django.elicitation import complete_elicitation
 
-        ids = sorted({e for e in queryset.filter(mode="url").values_list("elicitation_id", flat=True) if e})
-        completed = sum(complete_elicitation(elicitation_id) for elicitation_id in ids)
+        # Per server: another server of the site may have asked under the same id.
+        asked = queryset.filter(mode="url").values_list("elicitation_id", "server_name")
+        completed = sum(complete_elicitation(eid, server) for eid, server in sorted(set(asked)) if eid)
         self.message_user(request, f"{completed} elicitation(s) completed.", messages.SUCCESS)

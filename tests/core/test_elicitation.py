@@ -24,7 +24,7 @@ from mcp.server.mcpserver import (
 )
 from pydantic import BaseModel
 
-from mcp_common import MCPConfig, MCPEndpoint, MemoryStore
+from mcp_common import HTTPRequest, HTTPResponse, MCPConfig, MCPEndpoint, MemoryStore
 from mcp_common.elicitation import ElicitUrl, UrlConsent, complete_in_store
 from mcp_common.schemas import ElicitationSchemaError, assert_server_schemas, check_server_schemas
 from mcp_common.store import GET_STREAM
@@ -599,3 +599,54 @@ def test_old_answered_elicitations_are_purged_pending_ones_kept() -> None:
     assert sorted(r.status for r in store._elicitations.values()) == ["declined", "pending"]
     assert store.purge_elicitations(time.time() + 1) == 1
     assert [r.status for r in store._elicitations.values()] == ["pending"]
+
+
+class _Signed(MCPEndpoint):
+    """An endpoint whose every request comes from ``self.user`` (the framework's principal)."""
+
+    user: str | None = None
+
+    def handle(self, request: HTTPRequest) -> HTTPResponse:
+        request.principal = self.user
+        return super().handle(request)
+
+
+def test_a_tool_completes_only_what_its_own_caller_asked_on_its_own_server() -> None:
+    """``ctx.session.send_elicit_complete`` in a tool is the calling client's business, as in
+    the SDK: it completes the caller's own questions of this server (any of the caller's
+    sessions), and the caller hears about it; another user's or another server's questions
+    are left alone (``complete_elicitation`` is how a webhook or a task completes anyone's)."""
+    store = MemoryStore()
+    config = MCPConfig(secret_keys=(SECRET,), poll_interval=0.02, stream_hold_seconds=0.3)
+    point = _Signed(build_server(), config, store)
+    other_server = MCPServer("Other")
+
+    @other_server.tool()
+    async def confirm(booking_id: str, ctx: Context) -> str:
+        await ctx.session.send_elicit_complete(f"dep-{booking_id}")
+        return f"confirmed {booking_id}"
+
+    other = _Signed(other_server, config, store)
+    complete = {"jsonrpc": "2.0", "method": "notifications/elicitation/complete", "params": {"elicitationId": "dep-7"}}
+
+    point.user = other.user = "alice"
+    alice = initialize(point, {"elicitation": {"form": {}, "url": {}}})
+    run_answering(point, point, alice, legacy_call(point, alice, "pay", {"booking_id": "7"}), {"action": "accept"})
+    (row,) = store.find_elicitations("dep-7")
+
+    point.user = "bob"
+    bob = initialize(point, {"elicitation": {}})
+    events(point, legacy_call(point, bob, "confirm", {"booking_id": "7"}))
+    assert call(point, "confirm", {"booking_id": "7"})[1]["result"]["content"][0]["text"] == "confirmed 7"
+    assert get_stream_messages(point, bob) == [complete]  # the caller's own session, as the SDK does
+    assert store.get_elicitation(row.id).status == "accepted"
+
+    alice_elsewhere = initialize(other, {"elicitation": {}})
+    events(other, legacy_call(other, alice_elsewhere, "confirm", {"booking_id": "7"}))
+    assert store.get_elicitation(row.id).status == "accepted"
+    point.user = "alice"
+    assert get_stream_messages(point, alice) == []
+
+    assert call(point, "confirm", {"booking_id": "7"})[1]["result"]["content"][0]["text"] == "confirmed 7"
+    assert store.get_elicitation(row.id).status == "completed"
+    assert get_stream_messages(point, alice) == [complete]

@@ -28,9 +28,11 @@ def session(store: DjangoStore) -> str:
     return sid
 
 
-def url_row(store: DjangoStore, sid: str | None, elicitation_id: str, request_key: str = "srv-1"):
+def url_row(
+    store: DjangoStore, sid: str | None, elicitation_id: str, request_key: str = "srv-1", server_name: str = "Bistro"
+):
     record = new_record(
-        server_name="Bistro",
+        server_name=server_name,
         tool="pay_deposit",
         params={"mode": "url", "message": "Pay", "url": "https://pay.example.com/1", "elicitationId": elicitation_id},
         request_key=request_key,
@@ -311,6 +313,8 @@ def test_staff_review_and_complete_elicitations_in_the_admin() -> None:
     store = DjangoStore()
     sid = session(store)
     record = url_row(store, sid, "dep-admin")
+    # Another server of the site asked under the same id: completing this row leaves it alone.
+    namesake = url_row(store, session(store), "dep-admin", server_name="Library")
     staff = User.objects.create_superuser("staff", "staff@example.com", "pw-for-tests-only")
     client = Client()
     client.force_login(staff)
@@ -325,6 +329,7 @@ def test_staff_review_and_complete_elicitations_in_the_admin() -> None:
     )
     assert done.status_code == 200 and b"1 elicitation(s) completed." in done.content
     assert store.get_elicitation(record.id).status == "completed"
+    assert store.get_elicitation(namesake.id).status == "pending"
     assert client.get("/admin/mcp_django/mcpelicitation/add/").status_code == 403
     anonymous = Client().get("/admin/mcp_django/mcpelicitation/")
     assert anonymous.status_code == 302
