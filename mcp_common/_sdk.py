@@ -196,6 +196,50 @@ def install_elicitation_schema_cache() -> None:
     _SCHEMA_CACHE_INSTALLED = True
 
 
+def install_url_capability_gate(is_url_question: Any) -> None:
+    """Ask a resolver's URL-mode question only of a client that declared URL mode.
+
+    The SDK knows one elicitation marker, the form one, and gates it on the form capability (a
+    bare ``elicitation`` counting as form). :class:`mcp_common.elicitation.ElicitUrl` rides on
+    that marker and goes out as a URL-mode request, so for it (``is_url_question(marker)``) the
+    gate checks URL mode instead and refuses with the SDK's own error shape (``-32021`` and the
+    ``requiredCapabilities`` it lacks); every other marker goes to the SDK's check.
+    """
+    from mcp.server.mcpserver import resolve
+
+    original = resolve._require_capability
+    if getattr(original, "_mcp_common_url_gate", False):
+        return
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import (
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        ClientCapabilities,
+        ElicitationCapability,
+        MissingRequiredClientCapabilityErrorData,
+        UrlElicitationCapability,
+    )
+
+    required = MissingRequiredClientCapabilityErrorData(
+        required_capabilities=ClientCapabilities(elicitation=ElicitationCapability(url=UrlElicitationCapability()))
+    ).model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    def require_capability(context: Any, marker: Any, key: str) -> None:
+        if not is_url_question(marker):
+            return original(context, marker, key)
+        capabilities = context.client_capabilities
+        elicitation = capabilities.elicitation if capabilities is not None else None
+        if elicitation is not None and elicitation.url is not None:
+            return None
+        raise MCPError(
+            code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+            message=f"Client did not declare the url elicitation capability required by resolver {key!r}",
+            data=required,
+        )
+
+    require_capability._mcp_common_url_gate = True  # type: ignore[attr-defined]
+    resolve._require_capability = require_capability  # type: ignore[attr-defined]
+
+
 async def serve_one(
     server: Server[Any], dctx: Any, method: str, params: Any, *, connection: Any, lifespan_state: Any
 ) -> dict[str, Any]:

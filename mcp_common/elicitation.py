@@ -82,13 +82,19 @@ class ElicitUrl(Elicit[UrlConsent]):
         async def pay(booking_id: str,
                       consent: Annotated[ElicitationResult[UrlConsent], Resolve(deposit)]) -> str: ...
 
-    Clients must declare form elicitation (or the bare capability) for resolvers to ask.
+    It is asked only of clients that declared URL-mode elicitation; others get the SDK's
+    ``-32021`` refusal naming the capability, as a form question does for URL-only clients.
     """
 
     def __init__(self, message: str, url: str, elicitation_id: str) -> None:
         super().__init__(message, _consent_model(url, elicitation_id))
         self.url = url
         self.elicitation_id = elicitation_id
+
+
+def is_url_question(marker: Any) -> bool:
+    """Whether a resolver's marker is a URL-mode question (the SDK gates it on URL mode)."""
+    return isinstance(marker, ElicitUrl)
 
 
 def to_url_params(params: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -27,7 +27,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from mcp_common import _sdk
 from mcp_common.config import MCPConfig, derive_key
-from mcp_common.elicitation import worker_id
+from mcp_common.elicitation import is_url_question, worker_id
 from mcp_common.fast import FastPath
 from mcp_common.http import HTTPRequest, HTTPResponse
 from mcp_common.jsonrpc import error_response
@@ -72,6 +72,7 @@ class MCPEndpoint:
         db_threads: int = 8,
     ) -> None:
         _sdk.install_elicitation_schema_cache()
+        _sdk.install_url_capability_gate(is_url_question)
         self.server = server
         self.lowlevel = _sdk.lowlevel_server(server)
         self.name = self.lowlevel.name

@@ -140,13 +140,17 @@ def persist_sync(
         for key, request in requests.items():
             if isinstance(request, Mapping) and request.get("method") == "elicitation/create":
                 url_params = to_url_params(request.get("params"))
+                asked = url_params if url_params is not None else request.get("params") or {}
                 if url_params is not None:
-                    request = {**request, "params": url_params}
+                    # The row keeps the elicitationId (completion finds it by that); the
+                    # 2026-07-28 URL request has no such field.
+                    wire_params = {k: v for k, v in url_params.items() if k != "elicitationId"}
+                    request = {**request, "params": wire_params}
                 rows.append(
                     new_record(
                         server_name=endpoint.name,
                         tool=target if method == "tools/call" else None,
-                        params=request.get("params") or {},
+                        params=asked,
                         request_key=str(key),
                         principal=principal,
                         expires=expires,

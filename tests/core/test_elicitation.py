@@ -100,15 +100,29 @@ def endpoint(store: MemoryStore, **config: Any) -> MCPEndpoint:
     return MCPEndpoint(build_server(), MCPConfig(**settings), store)
 
 
-def call(point: MCPEndpoint, name: str, arguments: dict[str, Any], principal: str | None = None, **extra: Any):
+FORM_AND_URL = {"elicitation": {"form": {}, "url": {}}}
+
+
+def call(
+    point: MCPEndpoint,
+    name: str,
+    arguments: dict[str, Any],
+    principal: str | None = None,
+    capabilities: dict[str, Any] | None = None,
+    **extra: Any,
+):
     req = modern_call(name, arguments, **extra)
+    if capabilities is not None:
+        body = json.loads(req.body)
+        body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = capabilities
+        req.body = json.dumps(body).encode()
     req.principal = principal
     response = point.handle(req)
     return response.status, json.loads(response.body)
 
 
 def ask(point: MCPEndpoint, name: str = "hello", arguments: dict[str, Any] | None = None, principal: str | None = None):
-    status, body = call(point, name, arguments or {}, principal)
+    status, body = call(point, name, arguments or {}, principal, FORM_AND_URL if name == "hold" else None)
     assert status == 200, body
     result = body["result"]
     assert result["resultType"] == "input_required"
@@ -259,14 +273,16 @@ def test_url_resolver_on_the_2026_wire(action: str, text: str | None) -> None:
     first, second = endpoint(store), endpoint(store)
     key, question, handle = ask(first, "hold", {"booking_id": "42"})
     assert question["method"] == "elicitation/create"
-    assert question["params"] == {
-        "mode": "url",
-        "message": "Pay the deposit.",
-        "url": "https://pay.example.com/42",
-        "elicitationId": "dep-42",
-    }
+    # The 2026-07-28 URL request has no elicitationId (nothing completes it on that wire); the
+    # row keeps it, for completion from elsewhere.
+    assert question["params"] == {"mode": "url", "message": "Pay the deposit.", "url": "https://pay.example.com/42"}
     status, body = call(
-        second, "hold", {"booking_id": "42"}, inputResponses={key: {"action": action}}, requestState=handle
+        second,
+        "hold",
+        {"booking_id": "42"},
+        capabilities=FORM_AND_URL,
+        inputResponses={key: {"action": action}},
+        requestState=handle,
     )
     assert status == 200, body
     expected = text or "accepted dep-42 at https://pay.example.com/42"
@@ -650,3 +666,55 @@ def test_a_tool_completes_only_what_its_own_caller_asked_on_its_own_server() -> 
     assert call(point, "confirm", {"booking_id": "7"})[1]["result"]["content"][0]["text"] == "confirmed 7"
     assert store.get_elicitation(row.id).status == "completed"
     assert get_stream_messages(point, alice) == [complete]
+
+
+URL_REFUSAL = {
+    "code": -32021,
+    "message": (
+        "Client did not declare the url elicitation capability required by resolver "
+        "'tests.core.test_elicitation:deposit'"
+    ),
+    "data": {"requiredCapabilities": {"elicitation": {"url": {}}}},
+}
+
+
+@pytest.mark.parametrize(
+    "capabilities",
+    [{"elicitation": {}}, {"elicitation": {"form": {}}}, {}],
+    ids=["bare", "form-only", "none"],
+)
+def test_a_url_resolver_asks_only_clients_that_declared_url_mode_on_the_2026_wire(
+    capabilities: dict[str, Any],
+) -> None:
+    """A URL-mode question goes only to a client that declared URL mode (a bare ``elicitation``
+    capability means form only), as the SDK refuses a form question to a URL-only client."""
+    store = MemoryStore()
+    point = endpoint(store)
+    status, body = call(point, "hold", {"booking_id": "1"}, capabilities=capabilities)
+    assert (status, body["error"]) == (400, URL_REFUSAL)
+    assert not store._elicitations
+    status, body = call(point, "hold", {"booking_id": "1"}, capabilities={"elicitation": {"url": {}}})
+    assert status == 200 and body["result"]["resultType"] == "input_required", body
+
+
+@pytest.mark.parametrize(
+    "capabilities",
+    [{"elicitation": {}}, {"elicitation": {"form": {}}}],
+    ids=["bare", "form-only"],
+)
+def test_a_url_resolver_asks_only_clients_that_declared_url_mode_on_the_legacy_wire(
+    capabilities: dict[str, Any],
+) -> None:
+    store = MemoryStore()
+    point = endpoint(store, stream_hold_seconds=0.3)
+    session = initialize(point, capabilities)
+    final = follow(point, session, legacy_call(point, session, "hold", {"booking_id": "2"}))[-1]
+    assert final["error"] == URL_REFUSAL
+    assert not store._elicitations
+
+    url_only = initialize(point, {"elicitation": {"url": {}}})
+    seen = run_answering(
+        point, point, url_only, legacy_call(point, url_only, "hold", {"booking_id": "2"}), {"action": "accept"}
+    )
+    assert seen[0]["params"]["mode"] == "url"
+    assert seen[-1]["result"]["content"][0]["text"] == "accepted dep-2 at https://pay.example.com/2"

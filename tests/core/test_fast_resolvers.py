@@ -353,17 +353,17 @@ def test_client_capabilities_are_checked_alike(point: MCPEndpoint, capabilities:
 
 
 def test_url_resolver_round_trip_on_the_fast_path(point: MCPEndpoint) -> None:
-    asked = fast(point, call("hold", {"booking_id": "7"}))
+    url_mode = {"elicitation": {"url": {}}}
+    asked = fast(point, call("hold", {"booking_id": "7"}, url_mode))
     result = json.loads(asked.body)["result"]
     ((key, question),) = result["inputRequests"].items()
-    assert question["params"] == {
-        "mode": "url",
-        "message": "Pay the deposit.",
-        "url": "https://pay.example.com/7",
-        "elicitationId": "dep-7",
-    }
+    assert question["params"] == {"mode": "url", "message": "Pay the deposit.", "url": "https://pay.example.com/7"}
     retry = call(
-        "hold", {"booking_id": "7"}, inputResponses={key: {"action": "accept"}}, requestState=result["requestState"]
+        "hold",
+        {"booking_id": "7"},
+        url_mode,
+        inputResponses={key: {"action": "accept"}},
+        requestState=result["requestState"],
     )
     assert json.loads(fast(point, retry).body)["result"]["content"][0]["text"] == "accepted dep-7"
     (row,) = point.store.find_elicitations("dep-7")

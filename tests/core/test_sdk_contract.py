@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import importlib.metadata
 
+import pytest
 from mcp.server import MCPServer
 from mcp.server.lowlevel.server import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.shared.exceptions import MCPError
 
 from mcp_common import _sdk
 
@@ -80,8 +82,6 @@ def test_elicitation_schema_cache_renders_once_and_hands_out_copies() -> None:
     class Nested(BaseModel):
         inner: Choice
 
-    import pytest
-
     for _ in range(2):
         with pytest.raises(TypeError, match="not a valid PrimitiveSchemaDefinition"):
             elicitation.render_elicitation_schema(Nested)
@@ -126,3 +126,40 @@ def test_serve_one_without_teardown_and_lazy_telemetry() -> None:
 
     asyncio.run(run())
     assert closed == [True], "a connection with cleanup registered must still be closed"
+
+
+def test_the_url_capability_gate_wraps_the_resolver_capability_check() -> None:
+    """The SDK's resolver walk checks a marker's capability through
+    ``resolve._require_capability(context, marker, key)``; the gate replaces it once."""
+    import inspect
+
+    from mcp.server.mcpserver import Elicit, resolve
+    from pydantic import BaseModel
+
+    from mcp_common.elicitation import ElicitUrl, is_url_question
+
+    _sdk.install_url_capability_gate(is_url_question)
+    gate = resolve._require_capability
+    assert list(inspect.signature(gate).parameters) == ["context", "marker", "key"]
+    _sdk.install_url_capability_gate(is_url_question)
+    assert resolve._require_capability is gate
+
+    class Ok(BaseModel):
+        ok: bool
+
+    class Context:
+        def __init__(self, capabilities: dict[str, object]) -> None:
+            from mcp_types import ClientCapabilities
+
+            self.client_capabilities = ClientCapabilities.model_validate(capabilities)
+
+    form_only, url_only = Context({"elicitation": {"form": {}}}), Context({"elicitation": {"url": {}}})
+    question = ElicitUrl("Pay.", url="https://pay.example.com/1", elicitation_id="dep-1")
+    gate(url_only, question, "pay")
+    gate(form_only, Elicit("Ok?", Ok), "ok")
+    with pytest.raises(MCPError) as url_refused:
+        gate(form_only, question, "pay")
+    assert url_refused.value.error.data == {"requiredCapabilities": {"elicitation": {"url": {}}}}
+    with pytest.raises(MCPError) as form_refused:  # the SDK's own check, for every other marker
+        gate(url_only, Elicit("Ok?", Ok), "ok")
+    assert form_refused.value.error.data == {"requiredCapabilities": {"elicitation": {"form": {}}}}
