@@ -5,9 +5,11 @@ from __future__ import annotations
 import logging
 from typing import Any, ClassVar
 
+from asgiref.sync import sync_to_async
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.utils.decorators import classonlymethod
+from django.utils.functional import LazyObject, SimpleLazyObject, empty
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
@@ -21,7 +23,36 @@ logger = logging.getLogger("mcp_django")
 
 def principal_of(request: HttpRequest) -> str | None:
     """The authenticated Django user as a stable principal string, or ``None``."""
+    return _principal(getattr(request, "user", None))
+
+
+async def aprincipal_of(request: HttpRequest) -> str | None:
+    """:func:`principal_of` on the event loop, where Django refuses synchronous queries.
+
+    ``request.user`` as ``AuthenticationMiddleware`` leaves it is a lazy object that reads the
+    session and the user from the database when first used: ``request.auser()`` is its async
+    twin. A user the application's own middleware put in its place (``AnonymousUser`` for a
+    suspended account, the user of a bearer token) is the application's decision and is used
+    as it is; one that is itself lazy and not yet loaded is loaded in a thread.
+    """
     user = getattr(request, "user", None)
+    if isinstance(user, LazyObject) and user._wrapped is empty:
+        if _is_django_lazy_user(user) and hasattr(request, "auser"):
+            user = await request.auser()
+        else:
+            return await sync_to_async(principal_of)(request)
+    return _principal(user)
+
+
+def _is_django_lazy_user(user: LazyObject) -> bool:
+    # AuthenticationMiddleware's SimpleLazyObject(lambda: get_user(request)), looked up in the
+    # instance's __dict__ because any other attribute would load the user. Were Django to build
+    # it differently, the user would be loaded in a thread instead: slower, still right.
+    setup = user.__dict__.get("_setupfunc") if isinstance(user, SimpleLazyObject) else None
+    return getattr(setup, "__module__", None) == "django.contrib.auth.middleware"
+
+
+def _principal(user: Any) -> str | None:
     if user is not None and getattr(user, "is_authenticated", False):
         return f"django-user:{user.pk}"
     return None
@@ -70,16 +101,11 @@ class _Base(View):
         return view
 
     def _translate_in(self, endpoint: MCPEndpoint, request: HttpRequest) -> HTTPRequest | HTTPResponse:
+        """The request without its principal, which each view finds its own way."""
         body = _read(request, endpoint.config.max_body_size)
         if isinstance(body, HTTPResponse):
             return body
-        return HTTPRequest(
-            method=request.method or "GET",
-            headers=_headers(request),
-            body=body,
-            principal=principal_of(request),
-            native=request,
-        )
+        return HTTPRequest(method=request.method or "GET", headers=_headers(request), body=body, native=request)
 
 
 def _plain(response: HTTPResponse) -> HttpResponse:
@@ -103,6 +129,7 @@ class MCPView(_Base):
         translated = self._translate_in(endpoint, request)
         if isinstance(translated, HTTPResponse):
             return _plain(translated)
+        translated.principal = principal_of(request)
         response = endpoint.handle(translated)
         if response.stream is None:
             return _plain(response)
@@ -124,10 +151,7 @@ class AsyncMCPView(_Base):
         translated = self._translate_in(endpoint, request)
         if isinstance(translated, HTTPResponse):
             return _plain(translated)
-        if translated.principal is None and hasattr(request, "auser"):
-            user = await request.auser()
-            if user is not None and user.is_authenticated:
-                translated.principal = f"django-user:{user.pk}"
+        translated.principal = await aprincipal_of(request)
         response = await endpoint.handle_from_other_loop(translated)
         if response.stream is None:
             return _plain(response)

@@ -1,0 +1,35 @@
+"""A URLconf serving ``AsyncMCPView`` and ``MCPView`` side by side, and a middleware that
+replaces ``request.user`` the way an application's own authentication middleware would."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.contrib.auth.models import AnonymousUser, User
+from django.http import HttpRequest, HttpResponseBase
+from django.urls import path
+from django.utils.functional import SimpleLazyObject
+
+from mcp_django.views import AsyncMCPView, MCPView
+
+urlpatterns = [
+    path("asgi-mcp", AsyncMCPView.as_view()),
+    path("asgi-mcp-sync", MCPView.as_view()),
+]
+
+
+def replace_user(get_response: Callable[[HttpRequest], HttpResponseBase]) -> Callable[..., HttpResponseBase]:
+    """``X-Test-User: anonymous`` (a suspended account), ``concrete:<username>`` (a token
+    middleware that loaded its user) or ``lazy:<username>`` (one that loads it on first use)."""
+
+    def middleware(request: HttpRequest) -> HttpResponseBase:
+        kind, _, username = request.headers.get("X-Test-User", "").partition(":")
+        if kind == "anonymous":
+            request.user = AnonymousUser()
+        elif kind == "concrete":
+            request.user = User.objects.get(username=username)
+        elif kind == "lazy":
+            request.user = SimpleLazyObject(lambda: User.objects.get(username=username))
+        return get_response(request)
+
+    return middleware
