@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
+from io import BytesIO
 from typing import Any, ClassVar
 
 from asgiref.sync import sync_to_async
-from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.utils.decorators import classonlymethod
 from django.utils.functional import LazyObject, SimpleLazyObject, empty
@@ -75,17 +75,23 @@ def _headers(request: HttpRequest) -> dict[str, str]:
 
 
 def _read(request: HttpRequest, limit: int) -> bytes | HTTPResponse:
+    """The body, read once and at most one byte past ``limit``; 413 when it is over.
+
+    Not ``request.body``: that enforces ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (Django's limit for form
+    data, 2.5 MB by default, below ours), and under ASGI it refuses a chunked body only after
+    moving the spooled stream to its end, where nothing is left to read.
+    """
     try:
         declared = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
         declared = 0
-    if declared > limit:
-        return error_response(413, -32600, f"Request body too large (limit {limit} bytes)")
-    try:
-        return request.body
-    except RequestDataTooBig:
-        # DATA_UPLOAD_MAX_MEMORY_SIZE is lower than the MCP limit: read the stream ourselves.
-        return request.read(limit + 1)
+    if declared <= limit:
+        body = request.read(limit + 1)
+        if len(body) <= limit:
+            # Kept as request.body keeps it: a tool may still read ctx.request_context.request.body.
+            request._body, request._stream = body, BytesIO(body)
+            return body
+    return error_response(413, -32600, f"Request body too large (limit {limit} bytes)")
 
 
 class _Base(View):

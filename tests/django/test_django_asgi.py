@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -15,12 +16,13 @@ from django.conf import settings
 from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.auth.models import User
 from django.contrib.sessions.middleware import SessionMiddleware
+from django.core.handlers.asgi import ASGIHandler
 from django.http import HttpResponse
 from django.test import AsyncClient, RequestFactory, override_settings
 from django.utils.functional import SimpleLazyObject
 
 from mcp_django.store import DjangoStore
-from mcp_django.views import _is_django_lazy_user
+from mcp_django.views import _is_django_lazy_user, _read
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -81,3 +83,81 @@ def test_djangos_lazy_user_is_recognised() -> None:
     AuthenticationMiddleware(lambda r: HttpResponse()).process_request(request)
     assert _is_django_lazy_user(request.user)
     assert not _is_django_lazy_user(SimpleLazyObject(lambda: User(username="x")))
+
+
+def asgi_post(path: str, chunks: list[bytes]) -> tuple[int, dict[str, str], bytes]:
+    """POST ``chunks`` as a chunked body (no Content-Length) through Django's ASGI handler, as
+    uvicorn does: Django spools it to a seekable file."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [
+            (b"host", b"localhost"),
+            (b"content-type", b"application/json"),
+            (b"accept", ACCEPT.encode()),
+            (b"transfer-encoding", b"chunked"),
+        ],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 80),
+    }
+    messages = [{"type": "http.request", "body": chunk, "more_body": True} for chunk in chunks]
+    messages.append({"type": "http.request", "body": b"", "more_body": False})
+    sent: list[dict[str, Any]] = []
+
+    async def run() -> None:
+        done = asyncio.Event()
+
+        async def receive() -> dict[str, Any]:
+            if messages:
+                return messages.pop(0)
+            await done.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                done.set()
+
+        await ASGIHandler()(scope, receive, send)
+
+    with override_settings(ROOT_URLCONF="tests.django.asgi_site"):
+        async_to_sync(run)()
+    start = sent[0]
+    headers = {name.decode().lower(): value.decode() for name, value in start["headers"]}
+    body = b"".join(m.get("body", b"") for m in sent[1:])
+    return start["status"], headers, body
+
+
+@pytest.mark.parametrize("path", [ASYNC, SYNC])
+def test_a_chunked_body_over_djangos_memory_limit_is_read(path: str) -> None:
+    mib = 1024 * 1024
+    assert settings.DATA_UPLOAD_MAX_MEMORY_SIZE < 3 * mib < 4 * mib == settings.MCP.get("MAX_BODY_SIZE", 4 * mib)
+    opening = json.dumps(LEGACY_INIT).encode()
+    # Valid JSON of 3 MiB: the padding is whitespace between two members.
+    padded = opening[:1] + b" " * (3 * mib) + opening[1:]
+    status, headers, body = asgi_post(path, [padded[i : i + 65536] for i in range(0, len(padded), 65536)])
+    assert status == 200, body[:300]
+    assert headers.get("mcp-session-id")
+
+    huge = opening[:1] + b" " * (5 * mib) + opening[1:]
+    status, headers, body = asgi_post(path, [huge[i : i + 65536] for i in range(0, len(huge), 65536)])
+    assert status == 413, body[:300]
+    assert headers["content-type"].startswith("application/json")
+    assert json.loads(body)["error"]["code"] == -32600
+
+
+def test_the_body_stays_readable_after_the_view_read_it() -> None:
+    request = RequestFactory().post("/mcp", b'{"a": 1}', content_type="application/json")
+    assert _read(request, 100) == b'{"a": 1}'
+    assert request.body == b'{"a": 1}' and request.read() == b'{"a": 1}'
+    too_big = RequestFactory().generic("POST", "/mcp", b"x" * 101, content_type="application/json")
+    del too_big.META["CONTENT_LENGTH"]
+    refusal = _read(too_big, 100)
+    assert not isinstance(refusal, bytes) and refusal.status == 413
