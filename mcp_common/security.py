@@ -16,16 +16,25 @@ LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
 
 
 def split_host(host: str) -> tuple[str, str | None]:
-    """``example.com:8000`` -> (``example.com``, ``8000``); IPv6 literals keep their brackets."""
+    """``example.com:8000`` -> (``example.com``, ``8000``); IPv6 literals keep their brackets.
+
+    An IPv6 literal followed by anything but ``:port`` (``[::1]x``, ``[::1]:80:80``), or left
+    unclosed, is no host at all: its name is empty.
+    """
     host = host.strip().lower()
     if host.startswith("["):
         end = host.find("]")
-        if end == -1:
-            return host, None
         rest = host[end + 1 :]
-        return host[: end + 1], rest[1:] if rest.startswith(":") else None
+        if end == -1 or (rest and not (rest.startswith(":") and _is_port(rest[1:]))):
+            return "", None
+        return host[: end + 1], rest[1:] or None
     name, sep, port = host.rpartition(":")
-    return (name, port) if sep and port.isdigit() else (host, None)
+    return (name, port) if sep and _is_port(port) else (host, None)
+
+
+def _is_port(text: str) -> bool:
+    # ASCII only: str.isdigit() also accepts "²", which a latin-1 Host header can carry.
+    return text.isascii() and text.isdigit()
 
 
 def host_allowed(host: str, allowed: tuple[str, ...]) -> bool:
@@ -37,9 +46,9 @@ def host_allowed(host: str, allowed: tuple[str, ...]) -> bool:
 def _host_allowed(host: str, allowed: tuple[str, ...]) -> bool:
     # A pure function, asked twice per request with the same few values: its verdicts are
     # cached (bounded, so that many forged Host headers cost memory only up to it).
-    if not host:
-        return False
     name, _ = split_host(host)
+    if not name:
+        return False
     patterns = allowed or LOOPBACK_HOSTS
     for pattern in patterns:
         pattern = pattern.lower()

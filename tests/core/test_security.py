@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mcp_common.config import MCPConfig
-from mcp_common.security import check_request, host_allowed, origin_allowed
+from mcp_common.security import check_request, host_allowed, origin_allowed, split_host
 
 
 @pytest.mark.parametrize(
@@ -26,10 +26,37 @@ from mcp_common.security import check_request, host_allowed, origin_allowed
         ("127.0.0.1:5", ("127.0.0.1:*",), True),
         ("", ("*",), False),
         ("localhost", ("api.example.com",), False),
+        # After an IPv6 literal only a port may follow: anything else is not that host.
+        ("[::1]x", (), False),
+        ("[::1]:80:80", (), False),
+        ("[::1]:", (), False),
+        ("[::1]x", ("[::1]",), False),
+        ("[::1]x", ("*",), False),
+        ("[::1", ("*",), False),
+        ("[::1]:8000", ("[::1]",), True),
     ],
 )
 def test_host_allowed(host: str, allowed: tuple[str, ...], ok: bool) -> None:
     assert host_allowed(host, allowed) is ok
+
+
+@pytest.mark.parametrize(
+    ("host", "parts"),
+    [
+        ("Example.com:8000", ("example.com", "8000")),
+        ("example.com", ("example.com", None)),
+        ("[::1]", ("[::1]", None)),
+        ("[::1]:8000", ("[::1]", "8000")),
+        ("[::1]x", ("", None)),
+        ("[::1]:80:80", ("", None)),
+        ("[::1]:", ("", None)),
+        ("[::1", ("", None)),
+        ("[::1]:\u00b2", ("", None)),
+        ("localhost:\u00b2", ("localhost:\u00b2", None)),
+    ],
+)
+def test_split_host(host: str, parts: tuple[str, str | None]) -> None:
+    assert split_host(host) == parts
 
 
 @pytest.mark.parametrize(
