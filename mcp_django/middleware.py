@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse
 from django.urls import Resolver404, get_resolver
 
@@ -28,13 +29,24 @@ def _is_mcp_path(urlconf: str | None, path: str) -> bool:
     return bool(getattr(match.func, "mcp_endpoint", False))
 
 
+def _django_allows(request: HttpRequest) -> bool:
+    # Django's own verdict, which CommonMiddleware would otherwise give as HTML: it also refuses
+    # what no pattern can save (a_b.example.com under ".example.com", any junk under "*") and
+    # looks at X-Forwarded-Host when USE_X_FORWARDED_HOST is on.
+    try:
+        request.get_host()
+    except DisallowedHost:
+        return False
+    return True
+
+
 def _refusal(request: HttpRequest) -> HttpResponse | None:
     if not _is_mcp_path(getattr(request, "urlconf", None), request.path_info):
         return None
     from mcp_django.conf import mcp_settings
     from mcp_django.views import raw_host
 
-    if host_allowed(raw_host(request), mcp_settings.config.allowed_hosts):
+    if host_allowed(raw_host(request), mcp_settings.config.allowed_hosts) and _django_allows(request):
         return None
     response = HttpResponse(
         b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Host header"}}',

@@ -59,9 +59,12 @@ def _principal(user: Any) -> str | None:
 
 
 def raw_host(request: HttpRequest) -> str:
-    """The Host header, or what Django's ``get_host()`` falls back to (HTTP/1.0, test client)."""
+    """The Host header, or what Django's ``get_host()`` falls back to (HTTP/1.0, test client).
+
+    Only a missing header falls back: an empty one is what was sent, and is refused.
+    """
     meta = request.META
-    if meta.get("HTTP_HOST"):
+    if "HTTP_HOST" in meta:
         return str(meta["HTTP_HOST"])
     name, port = str(meta.get("SERVER_NAME", "")), str(meta.get("SERVER_PORT", ""))
     default = "443" if request.is_secure() else "80"

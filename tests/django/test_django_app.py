@@ -68,6 +68,48 @@ def test_apps_mcp_modules_are_discovered() -> None:
     assert "shop_opening_hours" in names and "add_to_cart" in names
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("host", "allowed_hosts"),
+    [
+        ("", None),  # not a missing Host (HTTP/1.0): an empty one, which Django refuses
+        ("[::1]x", None),
+        ("[::1]:80:80", None),
+        ("evil.example", None),
+        ("a_b.example.com", [".example.com"]),  # matches the pattern, but not a valid host name
+        ("x.example.com:8000:1", ["*"]),
+    ],
+)
+def test_hosts_django_refuses_get_json_421(host: str, allowed_hosts: list[str] | None) -> None:
+    # Not CommonMiddleware's HTML 400 (or the DEBUG page): MCPMiddleware answers first.
+    settings = {"ALLOWED_HOSTS": allowed_hosts} if allowed_hosts is not None else {}
+    with override_settings(**settings):
+        response = Client().post(
+            "/mcp", json.dumps(LEGACY_INIT), content_type="application/json", HTTP_HOST=host, **HEADERS
+        )
+    assert response.status_code == 421, response.content[:300]
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["error"]["code"] == -32600
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("host", ["", "[::1]x", "[::1]:80:80"])
+def test_the_view_refuses_bad_hosts_without_any_middleware(host: str) -> None:
+    with override_settings(MIDDLEWARE=[]):
+        response = Client().post(
+            "/mcp", json.dumps(LEGACY_INIT), content_type="application/json", HTTP_HOST=host, **HEADERS
+        )
+    assert response.status_code == 421, response.content[:300]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_bracketed_host_with_a_port_is_served() -> None:
+    response = Client().post(
+        "/mcp", json.dumps(LEGACY_INIT), content_type="application/json", HTTP_HOST="[::1]:8000", **HEADERS
+    )
+    assert response.status_code == 200, response.content[:300]
+
+
 @pytest.mark.django_db
 def test_unconfigured_server_is_a_clear_error() -> None:
     from django.core.exceptions import ImproperlyConfigured
