@@ -194,3 +194,34 @@ def test_foreign_host_and_origin(server: LiveServer, era: str) -> None:
     port = server.base_url.rsplit(":", 1)[1]
     same = post(server.url(), body, {**headers, "Origin": f"http://127.0.0.1:{port}"})
     assert same.status_code != 403
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_a_stale_session_cookie(server: LiveServer, era: str) -> None:
+    # Django looks the session up in the database: under ASGI, never on the event loop.
+    headers = modern_headers("tools/list") if era == "modern" else {}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": ENVELOPE}}
+    if era == "legacy":
+        headers["Mcp-Session-Id"] = initialize(server.url())
+        headers["MCP-Protocol-Version"] = "2025-11-25"
+    response = post(server.url(), body, {**headers, "Cookie": f"sessionid={'x' * 32}; session=x"})
+    assert response.status_code == 200, response.text[:300]
+
+
+@pytest.mark.slow
+def test_a_chunked_body_over_djangos_memory_limit(example_server: Callable[..., LiveServer]) -> None:
+    # No Content-Length: Django spools the body and its 2.5 MB form-data limit must not apply.
+    server = example_server("django", "uvicorn", 2, "sqlite")
+
+    def chunked(size: int) -> httpx.Response:
+        opening = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": ENVELOPE}})
+        padded = opening[:1].encode() + b" " * size + opening[1:].encode()
+        chunks = (padded[i : i + 65536] for i in range(0, len(padded), 65536))
+        headers = {"Content-Type": "application/json", "Accept": ACCEPT, **modern_headers("tools/list")}
+        return httpx.post(server.url(), content=chunks, headers=headers, timeout=30)
+
+    served = chunked(3 * 1024 * 1024)
+    assert served.status_code == 200, served.text[:300]
+    assert "tools" in served.json()["result"]
+    jsonrpc_error(chunked(5 * 1024 * 1024), 413, -32600)
