@@ -171,8 +171,10 @@ class FastPath:
             decoded = request.json()
         except (ValueError, RecursionError):
             return None
-        if not isinstance(decoded, dict) or decoded.get("method") != "tools/call" or "id" not in decoded:
+        if not isinstance(decoded, dict) or decoded.get("method") != "tools/call":
             return None
+        if decoded.get("jsonrpc") != "2.0" or not _is_request_id(decoded.get("id")):
+            return None  # a malformed envelope: the full path answers as the SDK does
         params = decoded.get("params")
         if not isinstance(params, dict):
             return None
@@ -677,3 +679,9 @@ def _drive(coroutine: Any) -> Any:
         return stop.value
     except _NeedsLoop:
         return _NEEDS_LOOP
+
+
+def _is_request_id(value: Any) -> bool:
+    """Whether the SDK's ``RequestId`` takes ``value``: a string, or an integer that is not a
+    bool (``null``, a float, ``NaN``, an object or a list is refused, as is any subclass here)."""
+    return type(value) is str or type(value) is int

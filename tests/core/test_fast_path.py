@@ -326,3 +326,44 @@ def test_legacy_fast_path_checks_the_session(point: MCPEndpoint, session: str) -
     # The 2026 envelope on a legacy session is refused by the full path, not served fast.
     enveloped = {**message, "params": {**message["params"], "_meta": {"io.modelcontextprotocol/protocolVersion": "x"}}}
     assert point.fast.handle_sync(legacy(session, enveloped)) is None
+
+
+BAD_ENVELOPES = {
+    "null-id": {"id": None},
+    "float-id": {"id": 1.5},
+    "object-id": {"id": {"a": 1}},
+    "list-id": {"id": [1]},
+    "bool-id": {"id": True},
+    "nan-id": {"id": float("nan")},  # written NaN by json.dumps: JSON texts carry it, json.loads reads it
+    "infinite-id": {"id": float("-inf")},
+    "jsonrpc-1.0": {"jsonrpc": "1.0"},
+    "jsonrpc-number": {"jsonrpc": 2.0},
+}
+
+
+@pytest.mark.parametrize("envelope", BAD_ENVELOPES.values(), ids=list(BAD_ENVELOPES))
+def test_a_malformed_envelope_is_refused_by_both_paths(point: MCPEndpoint, envelope: dict[str, Any]) -> None:
+    """The SDK's ``JSONRPCRequest`` refuses these: no tool runs, no bad id is echoed."""
+    request = modern_call("add", {"a": 1})
+    request.body = json.dumps({**json.loads(request.body), **envelope}).encode()
+    assert point.fast.handle_sync(request) is None
+    answer, full = point.handle(request), full_path(point, request)
+    assert (answer.status, body(answer)) == (full.status, body(full))
+    assert answer.status == 400
+    assert body(answer)["id"] is None and body(answer)["error"]["code"] == -32600
+
+
+@pytest.mark.parametrize("envelope", BAD_ENVELOPES.values(), ids=list(BAD_ENVELOPES))
+def test_a_malformed_legacy_envelope_goes_to_the_full_path(
+    point: MCPEndpoint, session: str, envelope: dict[str, Any]
+) -> None:
+    """An id the SDK refuses makes the message a notification there (202, nothing runs); a
+    wrong JSON-RPC version makes it no message at all."""
+    message = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1}}}
+    message.update(envelope)
+    assert point.fast.handle_sync(legacy(session, message)) is None
+    answer = point.handle(legacy(session, message))
+    if "jsonrpc" in envelope:
+        assert (answer.status, body(answer)["error"]["code"]) == (400, -32600)
+    else:
+        assert (answer.status, answer.body) == (202, b"")
