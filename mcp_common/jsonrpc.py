@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,8 +21,8 @@ SSE_HEADERS = {
 }
 
 
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-_ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"))
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 
 def dumps(value: Any) -> str:
@@ -30,11 +31,30 @@ def dumps(value: Any) -> str:
 
     Always encodable as UTF-8: a lone surrogate (JSON text may carry ``"\\ud800"``, and a tool
     may echo it back) is written as an escape, as is all non-ASCII text of that value.
+
+    Always JSON: ``NaN`` and the infinities, which are not (a request body may carry them,
+    as ``json.loads`` and the SDK read them, and a tool may report one as its progress), are
+    written as ``null``, as pydantic and so the SDK's own transport write them.
     """
-    text = _ENCODER.encode(value)
+    try:
+        text = _ENCODER.encode(value)
+    except ValueError:
+        value = _finite(value)
+        text = _ENCODER.encode(value)
     if text.isascii() or utf8_safe(text):
         return text
     return _ASCII_ENCODER.encode(value)
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every float that JSON cannot write (``NaN``, the infinities) as ``None``."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
 
 
 def utf8_safe(text: str) -> bool:

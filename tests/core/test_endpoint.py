@@ -403,3 +403,34 @@ def test_an_answer_that_cannot_be_logged_ends_the_stream_with_an_error() -> None
     got = [e["data"] for e in read[0] if e["data"]]
     assert got[0]["params"]["message"] == "one step"
     assert got[-1] == {"jsonrpc": "2.0", "id": 11, "error": {"code": -32603, "message": "Internal server error"}}
+
+
+def strict_json(text: str | bytes) -> Any:
+    """``json.loads`` refusing ``NaN`` and the infinities, which JSON does not have."""
+    return json.loads(text, parse_constant=lambda constant: pytest.fail(f"{constant} is not JSON: {text!r}"))
+
+
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+def test_a_number_json_cannot_write_goes_out_as_null(era: str) -> None:
+    """The SDK takes any float as progress and writes ``NaN`` as ``null``: so does the endpoint."""
+    server = MCPServer("Odd numbers")
+
+    @server.tool()
+    async def odd(ctx: Context) -> str:
+        await ctx.report_progress(float("nan"), float("inf"))
+        return "done"
+
+    point = MCPEndpoint(server, MCPConfig(secret_keys=(SECRET,)), MemoryStore())
+    if era == "modern":
+        call = modern_call("odd", {})
+        message = json.loads(call.body)
+        message["params"]["_meta"]["progressToken"] = "p"
+        call.body = json.dumps(message).encode()
+    else:
+        call = call_reporting_progress(initialize(point), 3, "odd")
+    response = point.handle(call)
+    raw = b"".join(point.iter_body(response))
+    messages = [strict_json(line[6:]) for line in raw.decode().split("\n") if line.startswith("data: {")]
+    progress = messages[0]["params"]
+    assert (progress["progress"], progress["total"]) == (None, None)
+    assert messages[-1]["result"]["content"][0]["text"] == "done"

@@ -9,6 +9,7 @@ import pytest
 
 from mcp_common import http
 from mcp_common.http import HTTPRequest, environ_headers
+from mcp_common.jsonrpc import dumps
 from mcp_common.security import host_allowed
 
 
@@ -97,3 +98,10 @@ def test_host_allowed_takes_any_sequence_of_patterns() -> None:
     assert host_allowed("api.example.com", [".example.com"]) is True  # type: ignore[arg-type]
     assert host_allowed("evil.test", [".example.com"]) is False  # type: ignore[arg-type]
     assert host_allowed("api.example.com", (".example.com",)) is True
+
+
+def test_numbers_json_cannot_write_go_out_as_null_as_the_sdk_writes_them() -> None:
+    value = {"a": float("nan"), "b": [float("inf"), -float("inf"), 1.5], "c": ("x", float("nan")), "d": 2}
+    assert dumps(value) == '{"a":null,"b":[null,null,1.5],"c":["x",null],"d":2}'
+    # With a lone surrogate too: the escaped encoding, still with no NaN.
+    assert dumps({"t": "\ud800é", "n": float("nan")}) == '{"t":"\\ud800\\u00e9","n":null}'
