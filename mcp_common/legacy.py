@@ -121,7 +121,9 @@ def _event_id(stream_key: str, number: int) -> str:
 
 def parse_event_id(value: str) -> tuple[str, int] | None:
     stream_key, _, number = value.rpartition(".")
-    if not stream_key or not number.isdigit():
+    # ASCII digits only (``isdigit`` alone takes "²", which ``int`` refuses), and few enough
+    # for the event log's 64-bit id column.
+    if not stream_key or not number.isascii() or not number.isdigit() or len(number) > 18:
         return None
     return stream_key, int(number)
 

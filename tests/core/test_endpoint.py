@@ -13,6 +13,7 @@ from mcp.server.mcpserver import Context, Elicit, Resolve
 from pydantic import BaseModel
 
 from mcp_common import HTTPRequest, HTTPResponse, MCPConfig, MCPEndpoint, MemoryStore
+from mcp_common.legacy import parse_event_id
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
@@ -434,3 +435,34 @@ def test_a_number_json_cannot_write_goes_out_as_null(era: str) -> None:
     progress = messages[0]["params"]
     assert (progress["progress"], progress["total"]) == (None, None)
     assert messages[-1]["result"]["content"][0]["text"] == "done"
+
+
+MALFORMED_EVENT_IDS = {
+    "superscript-two": "abc.\xb2",  # the latin-1 byte 0xb2 as a WSGI server decodes it: "²", a digit to str.isdigit
+    "arabic-indic-digit": "abc.\u0663",
+    "past-int64": "abc." + "9" * 19,
+    "past-int-parsing": "abc." + "9" * 4301,
+    "no-number": "abc.",
+    "no-stream": ".12",
+    "sign": "abc.-1",
+}
+
+
+@pytest.mark.parametrize("last_event_id", MALFORMED_EVENT_IDS.values(), ids=list(MALFORMED_EVENT_IDS))
+def test_a_malformed_last_event_id_is_refused(last_event_id: str) -> None:
+    """Refused before any stream starts: ASCII digits only, and a number the store's int64
+    column holds."""
+    point = endpoint(MemoryStore())
+    session = initialize(point)
+    resumed = point.handle(
+        request("GET", mcp_session_id=session, mcp_protocol_version=LEGACY, last_event_id=last_event_id)
+    )
+    assert (resumed.status, json.loads(resumed.body)["error"]) == (
+        400,
+        {"code": -32600, "message": "Malformed Last-Event-ID"},
+    )
+
+
+def test_the_largest_event_number_is_read() -> None:
+    assert parse_event_id("abc." + "9" * 18) == ("abc", 10**18 - 1)
+    assert parse_event_id("a.b.007") == ("a.b", 7)

@@ -307,6 +307,17 @@ def test_refusals_are_json(app: Flask) -> None:
     assert response.status_code == 400 and response.json["error"]["code"] == -32700  # type: ignore[index]
 
 
+@pytest.mark.parametrize("last_event_id", ["abc." + "9" * 30, "abc.\xb2"], ids=["past-int64", "superscript-two"])
+def test_a_malformed_last_event_id_is_refused_before_the_store_reads_it(app: Flask, last_event_id: str) -> None:
+    """Not a 200 stream that breaks off when SQLite cannot bind the number (or a 500)."""
+    client = app.test_client()
+    session = _initialize(client).headers["Mcp-Session-Id"]
+    headers = {"Accept": "text/event-stream", "Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
+    response = client.get("/mcp", headers={**headers, "Last-Event-ID": last_event_id})
+    assert response.status_code == 400
+    assert response.json["error"] == {"code": -32600, "message": "Malformed Last-Event-ID"}  # type: ignore[index]
+
+
 class _Unreadable(io.RawIOBase):
     def readinto(self, buffer: Any) -> int:
         raise AssertionError("the body was read")
