@@ -289,12 +289,21 @@ def test_exact_path_no_redirect(app: Flask) -> None:
     assert response.headers["Mcp-Session-Id"]
 
 
-@pytest.mark.parametrize("method", ["PUT", "PATCH", "OPTIONS"])
+@pytest.mark.parametrize("method", ["PUT", "PATCH", "OPTIONS", "TRACE", "CONNECT", "PROPFIND", "MKCOL", "QUERY"])
 def test_other_methods_get_a_json_rpc_405(app: Flask, method: str) -> None:
     response = app.test_client().open("/mcp", method=method)
     assert response.status_code == 405
     assert response.headers["Allow"] == "GET, POST, DELETE"
     assert response.is_json and response.json["error"]["code"] == -32600  # type: ignore[index]
+    modern = app.test_client().open("/mcp", method=method, headers={"MCP-Protocol-Version": "2026-07-28"})
+    assert (modern.status_code, modern.headers["Allow"], modern.is_json) == (405, "POST", True)
+
+
+def test_the_apps_other_routes_keep_their_own_405(app: Flask) -> None:
+    app.add_url_rule("/other", "other", lambda: "other", methods=["POST"])
+    response = app.test_client().open("/other", method="TRACE")
+    assert response.status_code == 405 and not response.is_json
+    assert set(response.headers["Allow"].split(", ")) == {"POST", "OPTIONS"}
 
 
 def test_refusals_are_json(app: Flask) -> None:
