@@ -225,3 +225,35 @@ def test_a_chunked_body_over_djangos_memory_limit(example_server: Callable[..., 
     assert served.status_code == 200, served.text[:300]
     assert "tools" in served.json()["result"]
     jsonrpc_error(chunked(5 * 1024 * 1024), 413, -32600)
+
+
+@pytest.mark.parametrize("bad_id", ["null", "1.5", "true", "[1]", "NaN"])
+def test_a_call_with_an_id_the_sdk_refuses_runs_nothing(server: LiveServer, bad_id: str) -> None:
+    """``list_products`` is a call the fast path serves: it must not answer (or echo) this id."""
+    params = {"name": "list_products", "arguments": {}}
+    raw = '{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":%s}'
+    modern = (raw % (bad_id, json.dumps({**params, "_meta": ENVELOPE}))).encode()
+    error = jsonrpc_error(
+        post(server.url(), None, modern_headers("tools/call", "list_products"), raw=modern), 400, -32600
+    )
+    assert error["id"] is None
+    # The legacy wire takes it as a notification, as the SDK does: 202, nothing runs.
+    headers = {"Mcp-Session-Id": initialize(server.url()), "MCP-Protocol-Version": "2025-11-25"}
+    response = post(server.url(), None, headers, raw=(raw % (bad_id, json.dumps(params))).encode())
+    assert (response.status_code, response.content) == (202, b"")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("last_event_id", [b"abc." + b"9" * 30, b"abc.\xb2"], ids=["past-int64", "superscript-two"])
+def test_malformed_last_event_id(server: LiveServer, last_event_id: bytes) -> None:
+    headers: dict[str, Any] = {"Accept": "text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
+    headers.update({"Mcp-Session-Id": initialize(server.url()), "Last-Event-ID": last_event_id})
+    jsonrpc_error(httpx.get(server.url(), headers=headers, timeout=10), 400, -32600)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["TRACE", "PROPFIND"])
+def test_methods_mcp_does_not_use_are_a_json_rpc_405(server: LiveServer, method: str) -> None:
+    response = httpx.request(method, server.url(), timeout=10)
+    jsonrpc_error(response, 405, -32600)
+    assert response.headers["allow"] == "GET, POST, DELETE"
