@@ -243,13 +243,23 @@ class MCP:
         store = SQLAlchemyStore(engine)
         state = MCPState(extension=self, config=config, engine=engine, store=store)
 
+        from werkzeug.routing import Rule
+
         from mcp_flask.cli import mcp_cli
         from mcp_flask.views import MCPView
 
         for url, entry in self._servers.items():
             state.endpoints[url] = FlaskEndpoint(app, servers[url], config, store)
             view = MCPView.as_view(entry.name, url=url)
-            app.add_url_rule(url, endpoint=entry.name, view_func=view, methods=MCPView.methods)
+            if app.view_functions.get(entry.name, view) is not view:
+                raise AssertionError(
+                    f"View function mapping is overwriting an existing endpoint function: {entry.name}"
+                )
+            # A rule for every method (a Flask rule lists its methods, and any other would get
+            # werkzeug's HTML 405 page): the core answers the ones MCP does not use with a
+            # JSON-RPC 405, and OPTIONS too (Flask's answer would advertise methods it refuses).
+            app.url_map.add(Rule(url, endpoint=entry.name, methods=None))
+            app.view_functions[entry.name] = view
             csrf = app.extensions.get("csrf")
             if csrf is not None and hasattr(csrf, "exempt"):
                 # Flask-WTF's CSRFProtect would refuse every MCP POST: clients send no CSRF token.

@@ -19,27 +19,15 @@ logger = logging.getLogger("mcp_flask")
 
 _CHUNK = 64 * 1024
 
-# The methods routed to MCPView (a Flask rule lists its methods; a request with any other gets
-# werkzeug's HTML 405 page): RFC 9110's, then the rest of IANA's HTTP Method Registry (but PRI,
-# HTTP/2's connection preface, which no request carries).
-HTTP_METHODS: tuple[str, ...] = ("GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE")
-HTTP_METHODS += ("ACL", "BASELINE-CONTROL", "BIND", "CHECKIN", "CHECKOUT", "COPY", "LABEL", "LINK", "LOCK")
-HTTP_METHODS += ("MERGE", "MKACTIVITY", "MKCALENDAR", "MKCOL", "MKREDIRECTREF", "MKWORKSPACE", "MOVE")
-HTTP_METHODS += ("ORDERPATCH", "PATCH", "PROPFIND", "PROPPATCH", "QUERY", "REBIND", "REPORT", "SEARCH")
-HTTP_METHODS += ("UNBIND", "UNCHECKOUT", "UNLINK", "UNLOCK", "UPDATE", "UPDATEREDIRECTREF", "VERSION-CONTROL")
-
 
 class MCPView(View):
     """Serves MCP Streamable HTTP (both protocol eras) for the server added at ``url``.
 
-    :class:`mcp_flask.MCP` registers one per server; every registered HTTP method
-    (:data:`HTTP_METHODS`) reaches the core, which answers the ones MCP does not use with a
-    JSON-RPC 405, never an HTML page.
+    :class:`mcp_flask.MCP` registers one per server under a rule for every method: each
+    reaches the core, which answers the ones MCP does not use with a JSON-RPC 405, never an
+    HTML page.
     """
 
-    methods: ClassVar[list[str]] = list(HTTP_METHODS)
-    # OPTIONS goes to the core too: Flask's automatic answer would advertise methods it refuses.
-    provide_automatic_options: ClassVar[bool | None] = False
     init_every_request: ClassVar[bool] = False
 
     def __init__(self, url: str) -> None:

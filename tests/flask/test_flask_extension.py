@@ -289,7 +289,9 @@ def test_exact_path_no_redirect(app: Flask) -> None:
     assert response.headers["Mcp-Session-Id"]
 
 
-@pytest.mark.parametrize("method", ["PUT", "PATCH", "OPTIONS", "TRACE", "CONNECT", "PROPFIND", "MKCOL", "QUERY"])
+@pytest.mark.parametrize(
+    "method", ["PUT", "PATCH", "OPTIONS", "TRACE", "CONNECT", "PROPFIND", "MKCOL", "QUERY", "BREW", "X-CUSTOM"]
+)
 def test_other_methods_get_a_json_rpc_405(app: Flask, method: str) -> None:
     response = app.test_client().open("/mcp", method=method)
     assert response.status_code == 405
