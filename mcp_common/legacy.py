@@ -111,6 +111,10 @@ WORKER_LOST = (
 )
 
 
+CALL_CANCELLED = "mcpCallCancelled"
+"""Set in the answer recorded for a question whose call the client cancelled (never sent)."""
+
+
 class SessionGone(Exception):
     """The session ended (DELETE, expiry) while something waited on it."""
 
@@ -637,15 +641,17 @@ class LegacyProtocol:
         if not isinstance(request_id, str | int) or isinstance(request_id, bool):
             return
         self.waiters.cancel_call(session.session_id, request_id)
-        # The call may run in another process: a question it waits on is answered "cancel" there,
-        # so the tool ends instead of waiting out REQUEST_TIMEOUT.
+        # The call may run in another process: a question it waits on is answered there with a
+        # mark that cancels the call, as it is cancelled here (the tool goes no further).
         endpoint = self.endpoint
         store = endpoint.store
         rows = await endpoint.db(store.call_elicitations, session.session_id, dumps(request_id))
         for row in rows:
             if row.status != "pending":
                 continue
-            reply = dumps({"jsonrpc": "2.0", "id": row.request_key, "result": {"action": "cancel"}})
+            reply = dumps(
+                {"jsonrpc": "2.0", "id": row.request_key, "result": {"action": "cancel"}, CALL_CANCELLED: True}
+            )
             if await endpoint.db(store.answer_pending, session.session_id, row.request_key, reply, "cancelled", None):
                 self.waiters.answer(session.session_id, row.request_key, reply)
                 await endpoint.db(
@@ -770,6 +776,10 @@ class LegacyProtocol:
             with contextlib.suppress(Exception):
                 await endpoint.db(store.delete_pending, session_id, request_id)
         reply = json.loads(answer)
+        if reply.get(CALL_CANCELLED):
+            # notifications/cancelled reached another worker first: the call ends as if it had
+            # reached this one (run_call answers the cancellation).
+            raise asyncio.CancelledError
         if "error" in reply:
             error = ErrorData.model_validate(reply["error"])
             raise MCPError(code=error.code, message=error.message, data=error.data)

@@ -590,20 +590,26 @@ def test_get_stream_key_is_not_a_call_stream() -> None:
     assert GET_STREAM == "get"
 
 
-def test_cancel_notification_reaches_a_question_waiting_in_another_worker() -> None:
+@pytest.mark.parametrize("where", ["same-worker", "other-worker"])
+def test_a_cancelled_call_stops_waiting_and_its_tool_goes_no_further(where: str) -> None:
+    """``notifications/cancelled`` cancels the call as the SDK does, whichever worker it
+    reaches: the tool's ``ctx.elicit`` does not return (no "No interview (cancel)" runs), the
+    call ends with the cancellation error, and the question's row says why."""
     store = MemoryStore()
     asking, other = endpoint(store), endpoint(store)
+    receiver = asking if where == "same-worker" else other
     session = initialize(asking, {"elicitation": {}})
 
     def cancel(message: dict[str, Any]) -> None:
         if message.get("method") == "elicitation/create":
             note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 31}}
-            assert other.handle(legacy(session, note)).status == 202
+            assert receiver.handle(legacy(session, note)).status == 202
 
     seen = follow(asking, session, legacy_call(asking, session, "interview", {}, call_id=31), cancel, resumer=other)
-    assert seen[-1]["result"]["content"][0]["text"] == "No interview (cancel)"
+    assert [m for m in seen if "result" in m] == []
+    assert seen[-1]["id"] == 31 and seen[-1]["error"]["message"] == "Request cancelled"
     (row,) = store._elicitations.values()
-    assert (row.status, row.detail) == ("cancelled", "The client cancelled the call")
+    assert row.status == "cancelled"
 
 
 def test_old_answered_elicitations_are_purged_pending_ones_kept() -> None:
