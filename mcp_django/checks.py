@@ -62,6 +62,24 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         messages.append(
             Error(f'MCP["WAIT_DETACH_SECONDS"] must be a number >= 0, got {value!r}.', id="mcp_django.E003")
         )
+    authentication = user.get("AUTHENTICATION_CLASSES") or ()
+    if isinstance(authentication, str):
+        authentication = (authentication,)
+    from mcp_django.auth import load_authenticators
+
+    for entry in authentication:
+        try:
+            (authenticator,) = load_authenticators([entry])
+            if not callable(getattr(authenticator, "authenticate", None)):
+                raise TypeError("it has no authenticate(request) method")
+        except Exception as exc:
+            messages.append(
+                Error(
+                    f'MCP["AUTHENTICATION_CLASSES"] entry {entry!r} is not usable: {exc}',
+                    hint="List Django REST framework authentication classes (dotted paths) or classes like them.",
+                    id="mcp_django.E005",
+                )
+            )
     middleware = list(getattr(settings, "MIDDLEWARE", None) or [])
     ours = "mcp_django.middleware.MCPMiddleware"
     hosts_checked = [m for m in ("django.middleware.common.CommonMiddleware",) if m in middleware]

@@ -16,6 +16,7 @@
         "BLOCKING_HOLD_SECONDS": 0.5,        # WSGI: how long a resumed call stream is held
         "JSON_RESPONSE": False,
         "ASYNC_VIEW": None,                  # None: async when settings.ASGI_APPLICATION is set
+        "AUTHENTICATION_CLASSES": [],        # DRF-style classes deciding who calls (mcp_django.auth)
     }
 
 Host checks use ``ALLOWED_HOSTS``; request-state keys derive from ``SECRET_KEY`` and
@@ -49,6 +50,7 @@ DEFAULTS: dict[str, Any] = {
     "BLOCKING_HOLD_SECONDS": 0.5,
     "JSON_RESPONSE": False,
     "ASYNC_VIEW": None,
+    "AUTHENTICATION_CLASSES": [],
 }
 
 
@@ -70,6 +72,17 @@ class MCPSettings:
     def reload(self) -> None:
         self._cache = None
         self._config = None
+        self._authenticators = None
+
+    @property
+    def authenticators(self) -> tuple[Any, ...]:
+        """``AUTHENTICATION_CLASSES``, instantiated once (and again after a settings change)."""
+        found = getattr(self, "_authenticators", None)
+        if found is None:
+            from mcp_django.auth import load_authenticators
+
+            found = self._authenticators = load_authenticators(self.AUTHENTICATION_CLASSES)
+        return found
 
     @property
     def config(self) -> MCPConfig:

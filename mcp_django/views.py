@@ -16,6 +16,8 @@ from django.views.decorators.csrf import csrf_exempt
 from mcp_common.endpoint import MCPEndpoint
 from mcp_common.http import HTTPRequest, HTTPResponse, environ_headers
 from mcp_common.jsonrpc import error_response
+from mcp_django.auth import authenticate
+from mcp_django.conf import mcp_settings
 from mcp_django.registry import get_endpoint
 
 logger = logging.getLogger("mcp_django")
@@ -135,6 +137,11 @@ class MCPView(_Base):
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         endpoint = get_endpoint(self.server)
+        authenticators = mcp_settings.authenticators
+        if authenticators:
+            refusal = authenticate(request, authenticators)
+            if refusal is not None:
+                return _plain(refusal)
         translated = self._translate_in(endpoint, request)
         if isinstance(translated, HTTPResponse):
             return _plain(translated)
@@ -157,6 +164,12 @@ class AsyncMCPView(_Base):
         # Resolving the endpoint touches no database (a dict lookup after the first request),
         # so it runs right here rather than as a hop to a thread.
         endpoint = get_endpoint(self.server)
+        authenticators = mcp_settings.authenticators
+        if authenticators:
+            # Authentication classes read the database: in a thread, as Django runs sync code.
+            refusal = await sync_to_async(authenticate)(request, authenticators)
+            if refusal is not None:
+                return _plain(refusal)
         translated = self._translate_in(endpoint, request)
         if isinstance(translated, HTTPResponse):
             return _plain(translated)
@@ -173,8 +186,6 @@ class AsyncMCPView(_Base):
 def default_view(**initkwargs: Any) -> Any:
     """``MCPView`` or ``AsyncMCPView``, by ``MCP["ASYNC_VIEW"]`` (default: async under ASGI)."""
     from django.conf import settings
-
-    from mcp_django.conf import mcp_settings
 
     use_async = mcp_settings.ASYNC_VIEW
     if use_async is None:

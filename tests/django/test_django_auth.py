@@ -1,0 +1,129 @@
+"""``MCP["AUTHENTICATION_CLASSES"]``: Django REST framework's authentication decides who calls,
+under WSGI and ASGI alike, as it does for the project's ``APIView``s."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.checks import run_checks
+from django.test import AsyncClient, Client, override_settings
+from rest_framework.authentication import BaseAuthentication, BasicAuthentication
+from rest_framework.exceptions import AuthenticationFailed
+
+from mcp_django.models import MCPSession
+from mcp_django.store import DjangoStore
+from tests.django.test_django_asgi import ASYNC, LEGACY_INIT, SYNC
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class KeyAuthentication(BaseAuthentication):
+    """``Authorization: Key <username>``: a stand-in for an API-key scheme of the project's."""
+
+    def authenticate(self, request: Any) -> tuple[User, str] | None:
+        scheme, _, key = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
+        if scheme != "Key":
+            return None
+        user = User.objects.filter(username=key).first()
+        if user is None:
+            raise AuthenticationFailed("Unknown key.")
+        return user, key
+
+    def authenticate_header(self, request: Any) -> str:
+        return 'Key realm="mcp"'
+
+
+class Broken(BaseAuthentication):
+    def authenticate(self, request: Any) -> None:
+        raise RuntimeError("the key server is down")
+
+
+def classes(*entries: Any) -> Any:
+    return override_settings(
+        ROOT_URLCONF="tests.django.asgi_site", MCP={**settings.MCP, "AUTHENTICATION_CLASSES": list(entries)}
+    )
+
+
+def initialize(path: str, headers: dict[str, str], login: User | None = None) -> Any:
+    """A legacy ``initialize`` at ``path`` (ASGI for the async view, WSGI for the sync one)."""
+    headers = {"Accept": "application/json, text/event-stream", **headers}
+    body = json.dumps(LEGACY_INIT)
+    if path == ASYNC:
+
+        async def post() -> Any:
+            client = AsyncClient()
+            if login is not None:
+                await client.aforce_login(login)
+            return await client.post(path, body, content_type="application/json", headers=headers)
+
+        return async_to_sync(post)()
+    client = Client()
+    if login is not None:
+        client.force_login(login)
+    return client.post(path, body, content_type="application/json", headers=headers)
+
+
+def principal(response: Any) -> str | None:
+    assert response.status_code == 200, response.content
+    record = DjangoStore().get_session(response["Mcp-Session-Id"])
+    assert record is not None
+    return record.principal
+
+
+@pytest.fixture
+def alice() -> User:
+    return User.objects.create_user("alice", password="pw-for-tests-only")
+
+
+@pytest.mark.parametrize("path", [ASYNC, SYNC])
+def test_the_first_class_that_authenticates_names_the_caller(path: str, alice: User) -> None:
+    basic = "Basic " + base64.b64encode(b"alice:pw-for-tests-only").decode()
+    with classes(KeyAuthentication, "rest_framework.authentication.BasicAuthentication"):
+        assert principal(initialize(path, {"Authorization": "Key alice"})) == f"django-user:{alice.pk}"
+        assert principal(initialize(path, {"Authorization": basic})) == f"django-user:{alice.pk}"
+        # As in an APIView: a session counts only when SessionAuthentication is listed.
+        assert principal(initialize(path, {}, login=alice)) is None
+    # Without the setting, the project's middleware decides, as before.
+    with override_settings(ROOT_URLCONF="tests.django.asgi_site"):
+        assert principal(initialize(path, {"Authorization": "Key alice"})) is None
+        assert principal(initialize(path, {}, login=alice)) == f"django-user:{alice.pk}"
+
+
+@pytest.mark.parametrize("path", [ASYNC, SYNC])
+def test_refused_credentials_get_a_json_rpc_401_naming_the_scheme(path: str, alice: User) -> None:
+    wrong = "Basic " + base64.b64encode(b"alice:wrong").decode()
+    with classes(KeyAuthentication, BasicAuthentication):
+        for credentials, message in (("Key mallory", "Unknown key."), (wrong, "Invalid username/password.")):
+            response = initialize(path, {"Authorization": credentials})
+            assert response.status_code == 401
+            assert response["WWW-Authenticate"] == 'Key realm="mcp"'  # the first class's scheme
+            assert response.json() == {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+    with classes(BasicAuthentication):
+        assert initialize(path, {"Authorization": wrong})["WWW-Authenticate"] == 'Basic realm="api"'
+    assert not MCPSession.objects.exists()  # refused before anything was written
+
+
+@pytest.mark.parametrize("path", [ASYNC, SYNC])
+def test_a_failing_authentication_class_is_a_json_500_and_logged(path: str, caplog: pytest.LogCaptureFixture) -> None:
+    with classes(Broken), caplog.at_level(logging.ERROR, logger="mcp_django"):
+        response = initialize(path, {})
+    assert response.status_code == 500 and response["Content-Type"] == "application/json"
+    assert response.json()["error"] == {"code": -32603, "message": "Internal server error"}
+    assert "the key server is down" not in response.content.decode()
+    assert any("authentication class Broken failed" in r.getMessage() for r in caplog.records)
+
+
+def test_a_class_that_cannot_be_loaded_fails_the_system_check() -> None:
+    with override_settings(MCP={**settings.MCP, "AUTHENTICATION_CLASSES": ["no.such.Authentication", dict]}):
+        errors = [m for m in run_checks(tags=["mcp"]) if m.id == "mcp_django.E005"]
+    assert [e.msg.split(" is not usable")[0] for e in errors] == [
+        "MCP[\"AUTHENTICATION_CLASSES\"] entry 'no.such.Authentication'",
+        "MCP[\"AUTHENTICATION_CLASSES\"] entry <class 'dict'>",
+    ]
