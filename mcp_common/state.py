@@ -255,8 +255,8 @@ def finish_blocking(endpoint: MCPEndpoint, request: HTTPRequest, response: HTTPR
 
 class CompletionOutbound:
     """The 2026-07-28 connection's outbound: no channel, except that
-    ``notifications/elicitation/complete`` marks the elicitation rows completed (the client
-    learns it from the row on its next retry, or from its legacy session's GET stream). Only
+    ``notifications/elicitation/complete`` marks the elicitation rows completed (a legacy session
+    that asked hears it on its GET stream; the 2026-07-28 wire has no such notification). Only
     the rows the calling principal asked of this server move, as for a legacy session."""
 
     def __init__(self, endpoint: MCPEndpoint, principal: str | None = None) -> None:

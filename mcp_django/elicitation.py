@@ -12,8 +12,9 @@ def complete_elicitation(elicitation_id: str, server: str | None = None) -> int:
     """Mark the URL-mode elicitation ``elicitation_id`` completed; how many rows moved.
 
     Legacy clients receive ``notifications/elicitation/complete`` on their session's GET stream,
-    from whichever worker holds it, or when they next open one. 2026-07-28 clients see the row's
-    status on their next retry. Calling it again changes nothing and sends nothing.
+    from whichever worker holds it, or when they next open one. The 2026-07-28 wire has no such
+    notification: there the row's status is for the application (its tools, the admin) to read.
+    Calling it again changes nothing and sends nothing.
     ``server`` (a server name) limits it to one server's elicitations.
     """
     from mcp_django.store import DjangoStore

@@ -14,8 +14,9 @@ def complete_elicitation(elicitation_id: str, server: str | None = None, *, app:
     """Mark the URL-mode elicitation ``elicitation_id`` completed; how many rows moved.
 
     Legacy clients receive ``notifications/elicitation/complete`` on their session's GET stream,
-    from whichever worker holds it, or when they next open one; 2026-07-28 clients see the
-    row's status. Calling it again changes nothing and sends nothing. Needs the app (or its
+    from whichever worker holds it, or when they next open one. The 2026-07-28 wire has no such
+    notification: there the row's status is for the application (its tools, the review panel)
+    to read. Calling it again changes nothing and sends nothing. Needs the app (or its
     context); ``server`` (a server name) limits it to one server's elicitations.
     """
     from mcp_flask.extension import get_state
