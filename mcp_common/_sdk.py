@@ -83,6 +83,42 @@ def get_tool(server: Any, name: str) -> Any | None:
     return manager.get_tool(name) if manager is not None else None
 
 
+def all_tools(server: Any) -> list[Any]:
+    """Every ``Tool`` registered on the ``MCPServer``, whatever the current request may see."""
+    manager = getattr(server, "_tool_manager", None)
+    if manager is None:
+        return []
+    every = getattr(manager, "_mcp_common_all_tools", None) or manager.list_tools
+    return list(every())
+
+
+def install_tool_visibility(server: Any, hidden: Any) -> None:
+    """Make the ``MCPServer``'s tool registry leave out the tools ``hidden()`` names (a set
+    for the request being served, or ``None``): its ``tools/list`` does not list them and its
+    call path answers "Unknown tool" for them, exactly as for a name never registered.
+
+    The registry is the ``ToolManager`` behind ``MCPServer._tool_manager``; its ``get_tool``
+    and ``list_tools`` are what every SDK path (and this package's fast path) asks.
+    """
+    manager = getattr(server, "_tool_manager", None)
+    if manager is None or getattr(manager, "_mcp_common_all_tools", None) is not None:
+        return
+    get_tool, list_tools = manager.get_tool, manager.list_tools
+
+    def visible_tool(name: str) -> Any:
+        denied = hidden()
+        return None if denied and name in denied else get_tool(name)
+
+    def visible_tools() -> list[Any]:
+        denied = hidden()
+        tools = list_tools()
+        return [tool for tool in tools if tool.name not in denied] if denied else tools
+
+    manager.get_tool = visible_tool
+    manager.list_tools = visible_tools
+    manager._mcp_common_all_tools = list_tools
+
+
 def resolvers_take_context(tool: Any) -> bool:
     """Whether any resolver in the tool's resolver graph takes the request ``Context`` (and
     could notify, log or ask through it): read off the plans the SDK built at registration."""

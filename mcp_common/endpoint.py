@@ -50,6 +50,12 @@ current_request: contextvars.ContextVar[HTTPRequest | None] = contextvars.Contex
 """The HTTP request being served; tools and resolvers can read the caller's principal from it."""
 
 
+def _denied_now() -> frozenset[str] | None:
+    """The tools the request being served may not use (``None``: no such tool)."""
+    request = current_request.get()
+    return request.denied if request is not None else None
+
+
 def current_principal(_ctx: Any = None) -> str | None:
     """The authenticated principal of the request being served (``None`` when anonymous).
 
@@ -73,6 +79,7 @@ class MCPEndpoint:
     ) -> None:
         _sdk.install_elicitation_schema_cache()
         _sdk.install_url_capability_gate(is_url_question)
+        _sdk.install_tool_visibility(server, _denied_now)
         self.server = server
         self.lowlevel = _sdk.lowlevel_server(server)
         self.name = self.lowlevel.name

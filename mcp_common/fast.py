@@ -181,8 +181,8 @@ class FastPath:
         if not resolving and ("requestState" in params or "inputResponses" in params):
             return None
         name = params.get("name")
-        if not isinstance(name, str):
-            return None
+        if not isinstance(name, str) or (request.denied and name in request.denied):
+            return None  # a tool this caller may not use: the full path answers "Unknown tool"
         tool = self._resolving_tool(name) if resolving else self._tool(name)
         if tool is None:
             return None

@@ -36,6 +36,9 @@ class HTTPRequest:
     parsed: Any = None
     """The body, already decoded as JSON by an earlier step (``None``: not decoded yet). After a
     2026-07-28 handle was redeemed, the decoded message carries the state in its place."""
+    denied: frozenset[str] | None = None
+    """Tools this caller may not use (:mod:`mcp_common.permissions`): for this request they
+    are not there."""
 
     def header(self, name: str, default: str | None = None) -> str | None:
         return self.headers.get(name.lower(), default)

@@ -1,18 +1,30 @@
 """MCP for Django: serve an MCP server (the official SDK's ``MCPServer``) from a Django URL.
 
-Public helpers live in :mod:`mcp_django.elicitation` (``complete_elicitation``, ``ElicitUrl``),
-importable from here once Django's app registry is ready.
+Public helpers live in :mod:`mcp_django.elicitation` (``complete_elicitation``, ``ElicitUrl``)
+and :mod:`mcp_django.permissions` (``permission_required``, ``user_passes_test``), importable
+from here once Django's app registry is ready.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ElicitUrl", "UrlConsent", "acomplete_elicitation", "complete_elicitation"]
+__all__ = [
+    "ElicitUrl",
+    "UrlConsent",
+    "acomplete_elicitation",
+    "complete_elicitation",
+    "permission_required",
+    "user_passes_test",
+]
 
 
 def __getattr__(name: str) -> Any:
     # Lazy: importing ``mcp_django`` in settings must not import models before apps are ready.
+    if name in ("permission_required", "user_passes_test"):
+        from mcp_django import permissions
+
+        return getattr(permissions, name)
     if name in __all__:
         from mcp_django import elicitation
 

@@ -16,6 +16,7 @@ from django.views.decorators.csrf import csrf_exempt
 from mcp_common.endpoint import MCPEndpoint
 from mcp_common.http import HTTPRequest, HTTPResponse, environ_headers
 from mcp_common.jsonrpc import error_response
+from mcp_common.permissions import asks_about_tools, denied_tools, protected_tools
 from mcp_django.auth import authenticate
 from mcp_django.conf import mcp_settings
 from mcp_django.registry import get_endpoint
@@ -146,6 +147,8 @@ class MCPView(_Base):
         if isinstance(translated, HTTPResponse):
             return _plain(translated)
         translated.principal = principal_of(request)
+        if asks_about_tools(translated) and protected_tools(endpoint.server):
+            translated.denied = denied_tools(endpoint.server, request)
         response = endpoint.handle(translated)
         if response.stream is None:
             return _plain(response)
@@ -174,6 +177,9 @@ class AsyncMCPView(_Base):
         if isinstance(translated, HTTPResponse):
             return _plain(translated)
         translated.principal = await aprincipal_of(request)
+        if asks_about_tools(translated) and protected_tools(endpoint.server):
+            # Permission checks read the database: in a thread, as Django runs sync code.
+            translated.denied = await sync_to_async(denied_tools)(endpoint.server, request)
         response = await endpoint.handle_from_other_loop(translated)
         if response.stream is None:
             return _plain(response)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from mcp_flask.elicitation import ElicitUrl, UrlConsent, complete_elicitation
 from mcp_flask.extension import MCP, MCPState, flask_login_principal, get_state
 from mcp_flask.migrations import migrate
+from mcp_flask.permissions import permission_required
 from mcp_flask.store import SQLAlchemyStore, make_engine
 from mcp_flask.views import MCPView
 
@@ -28,4 +29,5 @@ __all__ = [
     "get_state",
     "make_engine",
     "migrate",
+    "permission_required",
 ]

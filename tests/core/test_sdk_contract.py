@@ -163,3 +163,26 @@ def test_the_url_capability_gate_wraps_the_resolver_capability_check() -> None:
     with pytest.raises(MCPError) as form_refused:  # the SDK's own check, for every other marker
         gate(url_only, Elicit("Ok?", Ok), "ok")
     assert form_refused.value.error.data == {"requiredCapabilities": {"elicitation": {"form": {}}}}
+
+
+def test_tool_visibility_wraps_the_tool_managers_lookups() -> None:
+    """``MCPServer._tool_manager.get_tool`` / ``list_tools`` are what every SDK path asks."""
+    server = MCPServer("Visibility")
+
+    @server.tool()
+    def shown() -> str:
+        return "shown"
+
+    @server.tool()
+    def hidden() -> str:
+        return "hidden"
+
+    denied: list[frozenset[str] | None] = [None]
+    _sdk.install_tool_visibility(server, lambda: denied[0])
+    _sdk.install_tool_visibility(server, lambda: frozenset({"shown"}))  # once per server
+    manager = server._tool_manager
+    assert [t.name for t in manager.list_tools()] == ["shown", "hidden"]
+    denied[0] = frozenset({"hidden"})
+    assert [t.name for t in manager.list_tools()] == ["shown"]
+    assert manager.get_tool("hidden") is None and manager.get_tool("shown") is not None
+    assert [t.name for t in _sdk.all_tools(server)] == ["shown", "hidden"]

@@ -1,5 +1,6 @@
-"""A URLconf serving ``AsyncMCPView`` and ``MCPView`` side by side, and a middleware that
-replaces ``request.user`` the way an application's own authentication middleware would."""
+"""A URLconf serving ``AsyncMCPView`` and ``MCPView`` side by side (the default server, and
+``tests.django.guarded_server``), and a middleware that replaces ``request.user`` the way an
+application's own authentication middleware would."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from mcp_django.views import AsyncMCPView, MCPView
 urlpatterns = [
     path("asgi-mcp", AsyncMCPView.as_view()),
     path("asgi-mcp-sync", MCPView.as_view()),
+    path("guarded-async", AsyncMCPView.as_view(server="tests.django.guarded_server.mcp")),
+    path("guarded-sync", MCPView.as_view(server="tests.django.guarded_server.mcp")),
 ]
 
 

@@ -1,0 +1,67 @@
+"""Per-tool permissions: a tool the caller may not use is not there for them.
+
+A framework's decorator (``mcp_django.permission_required``, ``mcp_flask.permission_required``)
+marks a tool function with a check of the framework's request. Before a request reaches the
+endpoint, the adapter asks :func:`denied_tools` which of the server's tools the caller may not
+use (in the request's own thread, where the framework's database and context work) and puts
+them on the request. For that request the server's tool registry leaves them out: ``tools/list``
+does not list them and a call gets the SDK's own "Unknown tool" answer, on every path, exactly
+as for a tool that does not exist. Each request is checked afresh, so a permission withdrawn
+mid-session takes effect at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from mcp_common import _sdk
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+PERMISSION_ATTR = "__mcp_permission__"
+"""The attribute the decorators set on a tool function: a callable ``check(native_request) -> bool``."""
+
+TOOL_METHODS = frozenset({"tools/list", "tools/call"})
+"""The requests a tool's permission changes the answer of."""
+
+
+def require(check: Callable[[Any], bool]) -> Callable[[F], F]:
+    """Mark a tool function with ``check``; the function itself is returned unchanged, so the
+    decorator may sit above or below ``@mcp.tool()``. Checks of stacked decorators all apply."""
+
+    def mark(fn: F) -> F:
+        earlier = getattr(fn, PERMISSION_ATTR, None)
+        if earlier is None:
+            setattr(fn, PERMISSION_ATTR, check)
+        else:
+            setattr(fn, PERMISSION_ATTR, lambda request: earlier(request) and check(request))
+        return fn
+
+    return mark
+
+
+def protected_tools(server: Any) -> dict[str, Callable[[Any], bool]]:
+    """The server's tools that carry a permission check, by name."""
+    return {
+        tool.name: check
+        for tool in _sdk.all_tools(server)
+        if (check := getattr(tool.fn, PERMISSION_ATTR, None)) is not None
+    }
+
+
+def denied_tools(server: Any, native: Any) -> frozenset[str]:
+    """The names of ``server``'s tools whose check refuses the framework request ``native``.
+
+    Blocking (a check may read the database): call it where the framework's own code runs.
+    """
+    return frozenset(name for name, check in protected_tools(server).items() if not check(native))
+
+
+def asks_about_tools(request: Any) -> bool:
+    """Whether the (framework-neutral) request is one whose answer a tool's permission changes."""
+    try:
+        decoded = request.json()
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(decoded, dict) and decoded.get("method") in TOOL_METHODS
