@@ -121,6 +121,10 @@ mcp_settings = MCPSettings()
 
 @receiver(setting_changed)
 def _reload(*, setting: str, **_: Any) -> None:
+    if setting in ("ALLOWED_HOSTS", "DEBUG", "USE_X_FORWARDED_HOST"):
+        from mcp_django.middleware import forget_host_verdicts
+
+        forget_host_verdicts()
     if setting in ("MCP", "ALLOWED_HOSTS", "SECRET_KEY", "SECRET_KEY_FALLBACKS", "DEBUG"):
         mcp_settings.reload()
         from mcp_django.registry import reset_endpoints

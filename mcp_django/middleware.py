@@ -29,15 +29,34 @@ def _is_mcp_path(urlconf: str | None, path: str) -> bool:
     return bool(getattr(match.func, "mcp_endpoint", False))
 
 
+_HOST_VERDICTS: dict[tuple[str, str | None], bool] = {}
+"""Django's verdict per (Host, X-Forwarded-Host): the same few values come with every request.
+Emptied when a setting it depends on changes; bounded, because clients choose the values."""
+_HOST_VERDICTS_MAX = 256
+
+
 def _django_allows(request: HttpRequest) -> bool:
     # Django's own verdict, which CommonMiddleware would otherwise give as HTML: it also refuses
     # what no pattern can save (a_b.example.com under ".example.com", any junk under "*") and
     # looks at X-Forwarded-Host when USE_X_FORWARDED_HOST is on.
-    try:
-        request.get_host()
-    except DisallowedHost:
-        return False
-    return True
+    meta = request.META
+    host = meta.get("HTTP_HOST")
+    key = (host, meta.get("HTTP_X_FORWARDED_HOST")) if isinstance(host, str) else None
+    verdict = _HOST_VERDICTS.get(key) if key is not None else None
+    if verdict is None:
+        try:
+            request.get_host()
+            verdict = True
+        except DisallowedHost:
+            verdict = False
+        if key is not None and len(_HOST_VERDICTS) < _HOST_VERDICTS_MAX:
+            _HOST_VERDICTS[key] = verdict
+    return verdict
+
+
+def forget_host_verdicts() -> None:
+    """After ``ALLOWED_HOSTS``, ``DEBUG`` or ``USE_X_FORWARDED_HOST`` changed."""
+    _HOST_VERDICTS.clear()
 
 
 def _refusal(request: HttpRequest) -> HttpResponse | None:

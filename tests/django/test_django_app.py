@@ -93,6 +93,26 @@ def test_hosts_django_refuses_get_json_421(host: str, allowed_hosts: list[str] |
 
 
 @pytest.mark.django_db(transaction=True)
+def test_djangos_host_verdict_follows_its_settings() -> None:
+    """The middleware remembers Django's verdict per Host: a settings change must be seen."""
+
+    def status() -> int:
+        return Client().post(
+            "/mcp",
+            json.dumps(LEGACY_INIT),
+            content_type="application/json",
+            HTTP_HOST="localhost",
+            HTTP_X_FORWARDED_HOST="evil.example",
+            **HEADERS,
+        ).status_code
+
+    assert status() == 200  # X-Forwarded-Host is ignored by default
+    with override_settings(USE_X_FORWARDED_HOST=True):
+        assert status() == 421
+    assert status() == 200
+
+
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("host", ["", "[::1]x", "[::1]:80:80"])
 def test_the_view_refuses_bad_hosts_without_any_middleware(host: str) -> None:
     with override_settings(MIDDLEWARE=[]):
