@@ -16,9 +16,9 @@ module does the same work with the SDK's own pieces and nothing else:
 A tool with resolvers (``Annotated[T, Resolve(fn)]``) on the 2026-07-28 wire is served here
 too, when no resolver takes a ``Context``: once the call is admitted, its request-state handle
 is redeemed in the request's thread (:func:`mcp_common.state.redeem_sync`), then one hop onto
-the endpoint's loop runs the SDK's request-state boundary (unseal; seal an ``input_required`` answer) around
-the SDK's own resolver walk (``resolve_arguments``), the tool body runs where a plain call's
-does, and an ``input_required`` answer is persisted in the request's thread.
+the endpoint's loop runs the SDK's request-state boundary (unseal; seal an ``input_required``
+answer) around the SDK's own resolver walk (``resolve_arguments``), the tool body runs where a
+plain call's does, and an ``input_required`` answer is persisted in the request's thread.
 
 Anything else takes the full path: other methods, tools taking a ``Context`` (or resolvers
 that do), resolvers on the legacy era (they ask over the session's back-channel), tools

@@ -50,12 +50,23 @@ def protected_tools(server: Any) -> dict[str, Callable[[Any], bool]]:
     }
 
 
-def denied_tools(server: Any, native: Any) -> frozenset[str]:
-    """The names of ``server``'s tools whose check refuses the framework request ``native``.
+def tool_checks(server: Any, request: Any) -> dict[str, Callable[[Any], bool]]:
+    """The checks to run for ``request`` (framework-neutral): none unless it lists or calls
+    tools and ``server`` has tools with a permission. Cheap: the adapters ask on every request."""
+    return protected_tools(server) if asks_about_tools(request) else {}
+
+
+def run_checks(checks: dict[str, Callable[[Any], bool]], native: Any) -> frozenset[str]:
+    """The names of the tools whose check refuses the framework request ``native``.
 
     Blocking (a check may read the database): call it where the framework's own code runs.
     """
-    return frozenset(name for name, check in protected_tools(server).items() if not check(native))
+    return frozenset(name for name, check in checks.items() if not check(native))
+
+
+def denied_tools(server: Any, native: Any) -> frozenset[str]:
+    """The names of ``server``'s tools whose check refuses the framework request ``native``."""
+    return run_checks(protected_tools(server), native)
 
 
 def asks_about_tools(request: Any) -> bool:

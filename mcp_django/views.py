@@ -16,7 +16,7 @@ from django.views.decorators.csrf import csrf_exempt
 from mcp_common.endpoint import MCPEndpoint
 from mcp_common.http import HTTPRequest, HTTPResponse, environ_headers
 from mcp_common.jsonrpc import error_response
-from mcp_common.permissions import asks_about_tools, denied_tools, protected_tools
+from mcp_common.permissions import run_checks, tool_checks
 from mcp_django.auth import authenticate
 from mcp_django.conf import mcp_settings
 from mcp_django.registry import get_endpoint
@@ -147,8 +147,9 @@ class MCPView(_Base):
         if isinstance(translated, HTTPResponse):
             return _plain(translated)
         translated.principal = principal_of(request)
-        if asks_about_tools(translated) and protected_tools(endpoint.server):
-            translated.denied = denied_tools(endpoint.server, request)
+        checks = tool_checks(endpoint.server, translated)
+        if checks:
+            translated.denied = run_checks(checks, request)
         response = endpoint.handle(translated)
         if response.stream is None:
             return _plain(response)
@@ -177,9 +178,10 @@ class AsyncMCPView(_Base):
         if isinstance(translated, HTTPResponse):
             return _plain(translated)
         translated.principal = await aprincipal_of(request)
-        if asks_about_tools(translated) and protected_tools(endpoint.server):
+        checks = tool_checks(endpoint.server, translated)
+        if checks:
             # Permission checks read the database: in a thread, as Django runs sync code.
-            translated.denied = await sync_to_async(denied_tools)(endpoint.server, request)
+            translated.denied = await sync_to_async(run_checks)(checks, request)
         response = await endpoint.handle_from_other_loop(translated)
         if response.stream is None:
             return _plain(response)

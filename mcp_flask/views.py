@@ -13,7 +13,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from mcp_common.endpoint import MCPEndpoint
 from mcp_common.http import HTTPRequest, HTTPResponse, environ_headers
 from mcp_common.jsonrpc import error_response
-from mcp_common.permissions import asks_about_tools, denied_tools, protected_tools
+from mcp_common.permissions import run_checks, tool_checks
 from mcp_flask.extension import get_state
 
 logger = logging.getLogger("mcp_flask")
@@ -41,8 +41,9 @@ class MCPView(View):
             translated = self.translate_request(endpoint, state.principal())
             if isinstance(translated, HTTPResponse):
                 return self.translate_response(endpoint, translated)
-            if asks_about_tools(translated) and protected_tools(endpoint.server):
-                translated.denied = denied_tools(endpoint.server, translated.native)
+            checks = tool_checks(endpoint.server, translated)
+            if checks:
+                translated.denied = run_checks(checks, translated.native)
             return self.translate_response(endpoint, endpoint.handle(translated))
         except Exception:
             # The core never raises; this catches the adapter's own bugs and a failing
