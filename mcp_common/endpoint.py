@@ -161,11 +161,16 @@ class MCPEndpoint:
             raise
 
     async def _heartbeat(self) -> None:
-        """Beat for this worker and expire overdue elicitations, forever (one short write each)."""
+        """Beat for this worker and expire overdue elicitations, forever (one short write each;
+        no beat on a database that lives in this process only)."""
+        private: bool | None = None
         while True:
             try:
                 now = time.time()
-                await self.db(self.store.beat_worker, worker_id(), now)
+                if private is None:
+                    private = await self.db(self.store.process_private)
+                if not private:
+                    await self.db(self.store.beat_worker, worker_id(), now)
                 await self.db(self.store.expire_elicitations, now)
             except RuntimeError:
                 return  # the process is shutting down (its database threads are gone)

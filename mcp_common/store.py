@@ -399,6 +399,17 @@ class SessionStore(Protocol):
         """When the worker last beat (``None``: never, or forgotten)."""
         ...
 
+    def process_private(self) -> bool:
+        """Whether the database lives in this process only (in memory), so that no other worker
+        reads this one's heartbeat: the endpoint then does not write it.
+
+        Such a database (Django's test database on SQLite) shares one cache between its
+        threads' connections, and there a write does not wait for another one but fails
+        ("database table is locked"): a timed write of nobody's concern would make the
+        application's own writes fail at random in its tests.
+        """
+        ...
+
 
 class MemoryStore:
     """In-process :class:`SessionStore` for unit tests."""
@@ -628,3 +639,6 @@ class MemoryStore:
 
     def worker_seen(self, worker_id: str) -> float | None:
         return self._workers.get(worker_id)
+
+    def process_private(self) -> bool:
+        return True

@@ -290,9 +290,12 @@ class DjangoStore:
     @_retry
     @_serial_on_sqlite
     def expire_elicitations(self, now: float) -> int:
-        return MCPElicitation.objects.filter(status="pending", expires__lt=_ts(now)).update(
-            status="expired", updated=_ts(now)
-        )
+        # Every worker runs this on each heartbeat and there is usually nothing to expire: an
+        # indexed read first, so the heartbeat takes no write lock for nothing.
+        overdue = MCPElicitation.objects.filter(status="pending", expires__lt=_ts(now))
+        if not overdue.exists():
+            return 0
+        return overdue.update(status="expired", updated=_ts(now))
 
     # -- 2026-07-28 request state ------------------------------------------------------------
 
@@ -418,6 +421,11 @@ class DjangoStore:
         return deleted
 
     # -- workers -----------------------------------------------------------------------------
+
+    def process_private(self) -> bool:
+        # Django's test database on SQLite is in memory.
+        connection = connections[_alias()]
+        return connection.vendor == "sqlite" and bool(connection.is_in_memory_db())
 
     @_retry
     @_serial_on_sqlite

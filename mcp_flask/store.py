@@ -637,11 +637,13 @@ class SQLAlchemyStore:
     @_retry
     @_serial_on_sqlite
     def expire_elicitations(self, now: float) -> int:
-        query = (
-            update(MCPElicitation)
-            .where(MCPElicitation.status == "pending", MCPElicitation.expires < _ts(now))
-            .values(status="expired", updated=_ts(now))
-        )
+        overdue = (MCPElicitation.status == "pending", MCPElicitation.expires < _ts(now))
+        # Every worker runs this on each heartbeat and there is usually nothing to expire: an
+        # indexed read first, so the heartbeat takes no write lock for nothing.
+        with self._session() as s:
+            if s.execute(select(MCPElicitation.id).where(*overdue).limit(1)).first() is None:
+                return 0
+        query = update(MCPElicitation).where(*overdue).values(status="expired", updated=_ts(now))
         with self._session() as s, s.begin():
             return int(s.execute(query, execution_options=_NO_SYNC).rowcount)  # type: ignore[attr-defined]
 
@@ -816,6 +818,12 @@ class SQLAlchemyStore:
         with self._session() as s, s.begin():
             beat = s.scalar(select(MCPWorker.last_beat).where(MCPWorker.worker_id == worker_id))
             return beat.timestamp() if beat is not None else None
+
+    def process_private(self) -> bool:
+        url = self.engine.url
+        return url.get_backend_name() == "sqlite" and (
+            url.database in (None, "", ":memory:") or url.query.get("mode") == "memory"
+        )
 
 
 # -- engines -----------------------------------------------------------------------------------

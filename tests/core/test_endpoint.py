@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from typing import Annotated, Any
 
 import pytest
@@ -13,6 +14,7 @@ from mcp.server.mcpserver import Context, Elicit, Resolve
 from pydantic import BaseModel
 
 from mcp_common import HTTPRequest, HTTPResponse, MCPConfig, MCPEndpoint, MemoryStore
+from mcp_common.elicitation import worker_id
 from mcp_common.legacy import parse_event_id
 
 MODERN = "2026-07-28"
@@ -404,6 +406,25 @@ def test_an_answer_that_cannot_be_logged_ends_the_stream_with_an_error() -> None
     got = [e["data"] for e in read[0] if e["data"]]
     assert got[0]["params"]["message"] == "one step"
     assert got[-1] == {"jsonrpc": "2.0", "id": 11, "error": {"code": -32603, "message": "Internal server error"}}
+
+
+class SharedDatabase(MemoryStore):
+    """A store other workers read too (a database file or server)."""
+
+    def process_private(self) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("private", [True, False])
+def test_the_heartbeat_is_written_only_where_another_worker_can_read_it(private: bool) -> None:
+    store = MemoryStore() if private else SharedDatabase()
+    point = endpoint(store, heartbeat_interval=0.01)
+    initialize(point)  # the first request enters the server's lifespan, which beats
+    deadline = time.monotonic() + 5
+    while store.worker_seen(worker_id()) is None and time.monotonic() < deadline and not private:
+        time.sleep(0.01)
+    time.sleep(0.05)  # several beats' time
+    assert (store.worker_seen(worker_id()) is not None) is not private
 
 
 def strict_json(text: str | bytes) -> Any:

@@ -269,7 +269,9 @@ def test_inside_an_application_transaction_the_store_joins_it() -> None:
 
 def test_expired_state_and_elicitations() -> None:
     store = DjangoStore()
-    now = time.time()
+    # An hour ahead of the clock: a running endpoint's heartbeat, which expires rows by the
+    # clock, would otherwise race this test for its overdue row.
+    now = time.time() + 3600
     state = RequestStateRecord(uuid.uuid4().hex, "Files", "tools/call", "t", "d", None, "v1.x", now - 10, now - 1)
     question = new_record(
         server_name="Files",
@@ -337,11 +339,18 @@ def test_staff_review_and_complete_elicitations_in_the_admin() -> None:
 
 def test_purge_command_keeps_pending_questions() -> None:
     from io import StringIO
+    from types import SimpleNamespace
+    from unittest.mock import patch
 
     from django.core.management import call_command
 
+    from mcp_django.management.commands import mcp_purge
+
     store = DjangoStore()
     old = time.time() - 40 * 86400
+    # Overdue for the command, which runs an hour from now; not yet for a running endpoint's
+    # heartbeat, which expires overdue rows too and would otherwise race the command for it.
+    expires = time.time() + 1800
     rows = []
     for status in ("declined", "pending"):
         row = new_record(
@@ -350,13 +359,15 @@ def test_purge_command_keeps_pending_questions() -> None:
             params={"message": "?"},
             request_key=status,
             principal=None,
-            expires=old,
+            expires=expires,
             state_id="1" * 32,
         )
         rows.append(row.__class__(**{**row.__dict__, "status": status, "created": old, "updated": old}))
     store.save_request_state(RequestStateRecord("1" * 32, "s", "tools/call", "t", "d", None, "x", old, old), rows)
     out = StringIO()
-    call_command("mcp_purge", stdout=out)
+    in_an_hour = time.time() + 3600
+    with patch.object(mcp_purge, "time", SimpleNamespace(time=lambda: in_an_hour)):
+        call_command("mcp_purge", stdout=out)
     assert "1 old elicitation(s); marked 1 overdue elicitation(s) expired." in out.getvalue()
     assert [r.status for r in store.elicitations_for_state("1" * 32)] == ["expired"]
 

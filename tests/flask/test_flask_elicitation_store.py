@@ -260,7 +260,8 @@ def test_the_store_implements_the_whole_protocol() -> None:
         assert list(implemented.parameters) == list(signature.parameters), name
         for parameter in signature.parameters.values():
             assert implemented.parameters[parameter.name].default == parameter.default, (name, parameter.name)
-        assert hasattr(implementation, "__wrapped__"), f"SQLAlchemyStore.{name} is not wrapped in _retry"
+        if name != "process_private":  # reads the engine's URL, not the database
+            assert hasattr(implementation, "__wrapped__"), f"SQLAlchemyStore.{name} is not wrapped in _retry"
 
 
 # -- legacy: pending requests and their elicitations --------------------------------------------
@@ -1014,3 +1015,11 @@ def test_models_mirror_the_django_models() -> None:
                 pytest.fail(f"{django_model.__name__}.{name}: {type(field).__name__}")
         composite = {tuple(c.name for c in ix.columns) for ix in table.indexes if len(ix.columns) > 1}
         assert composite == {tuple(ix.fields) for ix in django_model._meta.indexes}, table.name
+
+
+def test_only_an_in_memory_database_is_private_to_the_process(store: SessionStore, tmp_path: Path) -> None:
+    # A file or a server other workers reach: the endpoint writes this worker's heartbeat there.
+    assert store.process_private() is isinstance(store, MemoryStore)
+    for url in ("sqlite://", "sqlite:///:memory:", "sqlite:///file:shop?mode=memory&cache=shared&uri=true"):
+        assert SQLAlchemyStore(make_engine(url)).process_private() is True, url
+    assert SQLAlchemyStore(make_engine(f"sqlite:///{tmp_path / 'shop.sqlite3'}")).process_private() is False
