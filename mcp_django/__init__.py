@@ -1,8 +1,9 @@
 """MCP for Django: serve an MCP server (the official SDK's ``MCPServer``) from a Django URL.
 
-Public helpers live in :mod:`mcp_django.elicitation` (``complete_elicitation``, ``ElicitUrl``)
-and :mod:`mcp_django.permissions` (``permission_required``, ``user_passes_test``), importable
-from here once Django's app registry is ready.
+Public helpers live in :mod:`mcp_django.elicitation` (``complete_elicitation``, ``ElicitUrl``),
+:mod:`mcp_django.permissions` (``permission_required``, ``user_passes_test``) and
+:mod:`mcp_django.expose` (``view_tool``, ``model_tools``: existing views and models as tools),
+importable from here once Django's app registry is ready.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ __all__ = [
     "UrlConsent",
     "acomplete_elicitation",
     "complete_elicitation",
+    "model_tools",
     "permission_required",
     "user_passes_test",
+    "view_tool",
 ]
 
 
@@ -25,6 +28,10 @@ def __getattr__(name: str) -> Any:
         from mcp_django import permissions
 
         return getattr(permissions, name)
+    if name in ("view_tool", "model_tools"):
+        from mcp_django import expose
+
+        return getattr(expose, name)
     if name in __all__:
         from mcp_django import elicitation
 

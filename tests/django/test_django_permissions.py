@@ -8,82 +8,24 @@ import json
 from typing import Any
 
 import pytest
-from asgiref.sync import async_to_sync
 from django.contrib.auth.models import Permission, User
-from django.test import AsyncClient, Client, override_settings
 
-from tests.django.test_django_asgi import LEGACY_INIT
+from tests.django import inprocess
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ACCEPT = "application/json, text/event-stream"
-MODERN_META = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
 
-
-def post(path: str, body: dict[str, Any], user: User | None, headers: dict[str, str]) -> Any:
-    headers = {"Accept": ACCEPT, **headers}
-    data = json.dumps(body)
-    with override_settings(ROOT_URLCONF="tests.django.asgi_site"):
-        if path.endswith("async"):
-
-            async def send() -> Any:
-                client = AsyncClient()
-                if user is not None:
-                    await client.aforce_login(user)
-                response = await client.post(path, data, content_type="application/json", headers=headers)
-                streaming = response.streaming
-                response.body = (
-                    b"".join([c async for c in response.streaming_content]) if streaming else response.content
-                )
-                return response
-
-            return async_to_sync(send)()
-        client = Client()
-        if user is not None:
-            client.force_login(user)
-        response = client.post(path, data, content_type="application/json", headers=headers)
-        response.body = b"".join(response.streaming_content) if response.streaming else response.content
-        return response
-
-
-def reply(response: Any) -> dict[str, Any]:
-    """The JSON-RPC reply, from a JSON body or the last event of an SSE one."""
-    assert response.status_code == 200, response.body
-    if response["Content-Type"].startswith("text/event-stream"):
-        data = [line[6:] for line in response.body.decode().splitlines() if line.startswith("data: ") and line[6:]]
-        return json.loads(data[-1])
-    return json.loads(response.body)
-
-
-class Caller:
+class Caller(inprocess.Caller):
     """One user's view of the guarded server at ``path``, on one protocol era."""
 
     def __init__(self, path: str, era: str, user: User | None) -> None:
-        self.path, self.era, self.user = path, era, user
-        self.headers: dict[str, str] = {}
-        if era == "legacy":
-            opened = post(path, LEGACY_INIT, user, {})
-            self.headers = {"Mcp-Session-Id": opened["Mcp-Session-Id"], "MCP-Protocol-Version": "2025-11-25"}
-
-    def send(self, method: str, params: dict[str, Any], name: str | None = None) -> dict[str, Any]:
-        headers = dict(self.headers)
-        if self.era == "modern":
-            params = {**params, "_meta": MODERN_META}
-            headers.update({"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method})
-            if name:
-                headers["Mcp-Name"] = name
-        return reply(
-            post(self.path, {"jsonrpc": "2.0", "id": 7, "method": method, "params": params}, self.user, headers)
-        )
+        super().__init__("tests.django.asgi_site", path, era, user)
 
     def tools(self) -> list[str]:
-        return [tool["name"] for tool in self.send("tools/list", {})["result"]["tools"]]
+        return [tool["name"] for tool in self.tool_list()]
 
     def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        return self.send("tools/call", {"name": name, "arguments": arguments}, name)
+        return self.call_tool(name, arguments)
 
 
 @pytest.fixture

@@ -1,0 +1,495 @@
+"""A project's existing views and models as tools.
+
+    import mcp_django
+
+    @mcp_django.view_tool(mcp, arguments={"q": (str | None, None)})
+    @login_required
+    def order_detail(request, order_id: int): ...        # a tool named order_detail(order_id, q)
+
+    mcp_django.model_tools(mcp, Product, fields=["id", "name", "price"], filters=["category"],
+                           search=["name"])              # list_products(...) and get_product(id)
+
+A view tool calls the view with a request of its own: the caller's ``request.user`` (and
+``request.auth``, ``request.session``), the MCP request's headers, the tool's path arguments as
+the view's keyword arguments and its other arguments as the query string (GET, HEAD, DELETE) or
+a JSON body (POST, PUT, PATCH). The view's own decorators (``login_required``,
+``permission_required``, ``require_POST``) apply; the project's middleware does not run again
+(the MCP request went through it) and CSRF is not enforced (the MCP endpoint checks ``Origin``
+and takes only JSON, which a cross-site form cannot send). What the view answers becomes the
+tool's result: JSON as structured content, HTML as its text, a redirect, ``Http404``,
+``PermissionDenied`` or a 4xx as a tool error naming it, and a crash as "500 Internal Server
+Error" with the traceback in the log.
+
+Model tools read a model through a queryset that defaults to everything and can be narrowed per
+caller (``queryset=lambda request: Order.objects.filter(owner=request.user)``). They are offered
+only to callers with the model's ``view`` permission unless ``permission`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import html
+import inspect
+import io
+import json
+import re
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Annotated, Any, Literal, TypeVar
+from urllib.parse import urlencode
+
+from asgiref.sync import iscoroutinefunction
+from django.conf import settings
+from django.core.exceptions import (
+    BadRequest,
+    FieldDoesNotExist,
+    ImproperlyConfigured,
+    PermissionDenied,
+    SuspiciousOperation,
+)
+from django.core.handlers.wsgi import WSGIRequest
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import models
+from django.db.models import Q
+from django.http import Http404, HttpRequest, HttpResponseBase
+from django.shortcuts import resolve_url
+from django.urls import NoReverseMatch, reverse
+from django.utils.html import strip_tags
+from mcp.types import CallToolResult
+from pydantic import BaseModel, Field
+
+from mcp_common import current_request
+from mcp_common.expose import (
+    BODY_METHODS,
+    ToolArguments,
+    ViewResponse,
+    default_names,
+    error,
+    failed,
+    object_result,
+    page_result,
+    path_parameters,
+    tool_arguments,
+    tool_function,
+    view_result,
+)
+from mcp_common.permissions import PERMISSION_ATTR, require
+
+V = TypeVar("V", bound=Callable[..., Any])
+M = TypeVar("M", bound=type[models.Model])
+
+_SCRIPT = re.compile(r"<(script|style|template)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
+_BLOCK = re.compile(
+    r"<(?:br|hr|/(?:p|div|li|dt|dd|tr|h[1-6]|title|head|header|footer|nav|section|article|table|ul|ol|pre|blockquote))"
+    r"\b[^>]*>",
+    re.IGNORECASE,
+)
+_COPIED_META = ("REMOTE_ADDR", "REMOTE_HOST", "SERVER_NAME", "SERVER_PORT", "SERVER_PROTOCOL", "SCRIPT_NAME")
+
+
+def view_tool(
+    server: Any,
+    view: V | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    method: str = "GET",
+    arguments: Mapping[str, Any] | type[BaseModel] | None = None,
+    path_arguments: Mapping[str, Any] | None = None,
+    title: str | None = None,
+) -> Any:
+    """Register ``view`` as a tool of ``server``; as a decorator without ``view``.
+
+    ``name`` defaults to the function's name (``as_view()`` views: the class's, in snake case),
+    ``description`` to its docstring. The tool's arguments are the view's own keyword parameters
+    after ``request`` (its URL's arguments, typed by their annotations) or ``path_arguments``
+    (names to types, for class-based views), and ``arguments`` (names to a type or a
+    ``(type, default)`` pair, or a Pydantic model), sent as the query string or a JSON body
+    depending on ``method``. The view is returned unchanged.
+    """
+
+    def register(view: V) -> V:
+        # A class-based view may be given as its class: it is served through ``as_view()``.
+        function = view.as_view() if isinstance(view, type) and hasattr(view, "as_view") else view
+        _register_view(server, function, name, description, method.upper(), arguments, path_arguments, title)
+        return view
+
+    return register(view) if view is not None else register
+
+
+def _register_view(
+    server: Any,
+    view: Callable[..., Any],
+    name: str | None,
+    description: str | None,
+    method: str,
+    arguments: Mapping[str, Any] | type[BaseModel] | None,
+    path_arguments: Mapping[str, Any] | None,
+    title: str | None,
+) -> None:
+    view_class = getattr(view, "view_class", None)
+    tool_name = name or (_snake(view_class.__name__) if view_class else getattr(view, "__name__", ""))
+    if not tool_name.isidentifier():
+        raise ImproperlyConfigured(f"view_tool(): give the tool a name= ({view!r} has none usable)")
+    if path_arguments is not None:
+        path = {
+            n: inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=t) for n, t in path_arguments.items()
+        }
+    else:
+        path = path_parameters(view) if view_class is None else {}
+    spec = tool_arguments(path, arguments, f"view_tool({tool_name})")
+    doc = description or inspect.getdoc(view_class or view) or f"Calls the view {tool_name}."
+
+    def respond(response: HttpResponseBase) -> CallToolResult:
+        # Resolved per call: at registration the URLconf may still be importing this module.
+        return view_result(_view_response(response), html_to_text, str(resolve_url(settings.LOGIN_URL)))
+
+    if iscoroutinefunction(view):
+
+        async def call_async(values: dict[str, Any]) -> CallToolResult:
+            request, kwargs = _request_for(view, spec, method, values)
+            try:
+                return respond(await view(request, **kwargs))
+            except Exception as exc:
+                return _refusal(exc, tool_name)
+
+        fn = tool_function(tool_name, doc, spec, call_async)
+    else:
+
+        def call(values: dict[str, Any]) -> CallToolResult:
+            request, kwargs = _request_for(view, spec, method, values)
+            try:
+                return respond(view(request, **kwargs))
+            except Exception as exc:
+                return _refusal(exc, tool_name)
+
+        fn = tool_function(tool_name, doc, spec, call)
+    # ``@mcp_django.permission_required`` on the view, above or below this decorator, hides the
+    # tool: the mark is read from the view at each request.
+    require(lambda request: _view_allows(view, request))(fn)
+    server.tool(name=tool_name, title=title, description=doc)(fn)
+
+
+def _view_allows(view: Callable[..., Any], request: Any) -> bool:
+    check = getattr(view, PERMISSION_ATTR, None)
+    return check is None or bool(check(request))
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _request_for(
+    view: Callable[..., Any], spec: ToolArguments, method: str, values: dict[str, Any]
+) -> tuple[HttpRequest, dict[str, Any]]:
+    """The view's request and keyword arguments for one call, as the caller."""
+    path_args, rest = spec.split(values)
+    outer = _outer_request()
+    body = json.dumps(rest, cls=DjangoJSONEncoder).encode() if method in BODY_METHODS else b""
+    query = "" if method in BODY_METHODS else urlencode([(k, _query_value(v)) for k, v in _pairs(rest)])
+    environ: dict[str, Any] = {}
+    if outer is not None:
+        environ.update(
+            (key, value)
+            for key, value in outer.META.items()
+            if isinstance(value, str) and (key in _COPIED_META or key.startswith("HTTP_"))
+        )
+    environ.pop("HTTP_CONTENT_LENGTH", None)
+    environ.pop("HTTP_CONTENT_TYPE", None)
+    try:
+        path = reverse(view, kwargs=path_args)
+    except NoReverseMatch:
+        path = outer.path_info if outer is not None else "/"
+    environ.update(
+        {
+            "REQUEST_METHOD": method,
+            "PATH_INFO": path,
+            "QUERY_STRING": query,
+            "CONTENT_TYPE": "application/json" if body else "",
+            "CONTENT_LENGTH": str(len(body)),
+            "SERVER_NAME": environ.get("SERVER_NAME", "localhost"),
+            "SERVER_PORT": environ.get("SERVER_PORT", "80"),
+            "wsgi.input": io.BytesIO(body),
+            "wsgi.url_scheme": outer.scheme if outer is not None else "http",
+        }
+    )
+    request = WSGIRequest(environ)
+    if outer is not None:
+        # What the project's middleware put on the MCP request (Django's ``auser`` included).
+        for attribute in ("user", "auser", "auth", "session"):
+            if attribute in outer.__dict__ or hasattr(type(outer), attribute):
+                setattr(request, attribute, getattr(outer, attribute))
+    request._dont_enforce_csrf_checks = True  # type: ignore[attr-defined]
+    return request, path_args
+
+
+def _outer_request() -> HttpRequest | None:
+    current = current_request.get()
+    native = current.native if current is not None else None
+    return native if isinstance(native, HttpRequest) else None
+
+
+def _pairs(values: Mapping[str, Any]) -> Iterable[tuple[str, Any]]:
+    for key, value in values.items():
+        if isinstance(value, list | tuple):
+            yield from ((key, item) for item in value)
+        else:
+            yield key, value
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dt.date | dt.datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def _view_response(response: HttpResponseBase) -> ViewResponse:
+    render = getattr(response, "render", None)
+    if callable(render) and not getattr(response, "is_rendered", True):
+        render()
+    try:
+        if getattr(response, "streaming", False):
+            if getattr(response, "is_async", False):
+                return ViewResponse(500, "", b"", reason="the view streamed asynchronously, which a tool cannot read")
+            body = b"".join(response.streaming_content)  # type: ignore[attr-defined]
+        else:
+            body = response.content  # type: ignore[attr-defined]
+    finally:
+        response.close()
+    return ViewResponse(
+        status=response.status_code,
+        content_type=response.get("Content-Type", ""),
+        body=body,
+        location=response.get("Location"),
+        reason=response.reason_phrase,
+        charset=response.charset,
+    )
+
+
+def _refusal(exc: Exception, tool_name: str) -> CallToolResult:
+    """What Django's handler would answer for an exception the view raised."""
+    if isinstance(exc, Http404):
+        return error("404 Not Found")
+    if isinstance(exc, PermissionDenied):
+        return error("403 Forbidden")
+    if isinstance(exc, BadRequest | SuspiciousOperation):
+        return error("400 Bad Request")
+    return failed(tool_name)
+
+
+def html_to_text(markup: str) -> str:
+    """A page's text: scripts and styles dropped, block ends as line breaks, entities decoded."""
+    markup = _BLOCK.sub(lambda m: m.group(0) + "\n", _SCRIPT.sub("", markup))
+    return html.unescape(strip_tags(markup))
+
+
+# -- models ------------------------------------------------------------------------------------
+
+_DEFAULT = object()
+
+_INTEGER_TYPES = {
+    "AutoField",
+    "BigAutoField",
+    "SmallAutoField",
+    "IntegerField",
+    "BigIntegerField",
+    "SmallIntegerField",
+    "PositiveIntegerField",
+    "PositiveSmallIntegerField",
+    "PositiveBigIntegerField",
+}
+_TYPES: dict[str, Any] = {
+    "FloatField": float,
+    "DecimalField": decimal.Decimal,
+    "BooleanField": bool,
+    "DateField": dt.date,
+    "DateTimeField": dt.datetime,
+    "UUIDField": uuid.UUID,
+}
+
+
+def model_tools(
+    server: Any,
+    model: M | None = None,
+    *,
+    fields: Sequence[str] | Literal["__all__"],
+    filters: Sequence[str] = (),
+    search: Sequence[str] = (),
+    ordering: Sequence[str] | None = None,
+    page_size: int = 20,
+    max_page_size: int = 100,
+    actions: Sequence[str] = ("list", "get"),
+    queryset: Callable[[HttpRequest], models.QuerySet[Any]] | None = None,
+    permission: Any = _DEFAULT,
+    names: Mapping[str, str] | None = None,
+) -> Any:
+    """Register read tools for ``model``: ``list_<plural>`` (filters, search, pages) and
+    ``get_<name>`` (by primary key); as a class decorator without ``model``.
+
+    ``fields`` must be named (or ``"__all__"``), as in a ``ModelForm``: a model's columns are not
+    all for every caller. ``filters`` are fields the list tool filters on by exact value (a
+    foreign key by the related row's key); ``search`` are text fields a ``search`` argument
+    matches (case-insensitive, any of them). ``queryset(request)`` narrows what the caller sees,
+    in both tools. ``permission``: a permission name the caller must have, ``None`` for
+    everyone; by default the model's ``view`` permission. The model is returned unchanged.
+    """
+
+    def register(model: M) -> M:
+        _register_model(
+            server,
+            model,
+            fields,
+            filters,
+            search,
+            ordering,
+            page_size,
+            max_page_size,
+            actions,
+            queryset,
+            permission,
+            names,
+        )
+        return model
+
+    return register(model) if model is not None else register
+
+
+def _register_model(
+    server: Any,
+    model: type[models.Model],
+    fields: Sequence[str] | str,
+    filters: Sequence[str],
+    search: Sequence[str],
+    ordering: Sequence[str] | None,
+    page_size: int,
+    max_page_size: int,
+    actions: Sequence[str],
+    queryset: Callable[[HttpRequest], models.QuerySet[Any]] | None,
+    permission: Any,
+    names: Mapping[str, str] | None,
+) -> None:
+    meta = model._meta
+    owner = f"model_tools({meta.label})"
+    unknown_actions = set(actions) - {"list", "get"}
+    if unknown_actions or not actions:
+        raise ImproperlyConfigured(f'{owner}: actions are "list" and "get", not {sorted(unknown_actions)}')
+    if fields == "__all__":
+        shown = [f for f in meta.concrete_fields]
+    elif isinstance(fields, str) or not fields:
+        raise ImproperlyConfigured(f'{owner}: fields= must name the fields to show, or be "__all__"')
+    else:
+        shown = [_field(meta, name, owner) for name in fields]
+    filtered = [_field(meta, name, owner) for name in filters]
+    searched = [_field(meta, name, owner) for name in search]
+    for field in searched:
+        if field.get_internal_type() not in ("CharField", "TextField", "SlugField", "EmailField", "URLField"):
+            raise ImproperlyConfigured(f"{owner}: search field {field.name!r} is not a text field")
+    if not 1 <= page_size <= max_page_size:
+        raise ImproperlyConfigured(f"{owner}: page_size must be between 1 and max_page_size ({max_page_size})")
+    order = list(ordering or meta.ordering or ()) or ["pk"]
+    if "pk" not in order and meta.pk.name not in order:
+        order.append("pk")  # pages must not overlap: the order has to be total
+    tool_names = {**default_names(str(meta.verbose_name), str(meta.verbose_name_plural)), **(names or {})}
+    if permission is _DEFAULT:
+        permission = f"{meta.app_label}.view_{meta.model_name}"
+    guard = require(lambda request: request.user.has_perm(permission)) if permission is not None else None
+
+    def rows(request: HttpRequest | None) -> models.QuerySet[Any]:
+        if queryset is None:
+            return model._default_manager.all()
+        if request is None:
+            raise PermissionDenied("no request to narrow the queryset by")
+        return queryset(request)
+
+    def serialize(obj: models.Model) -> dict[str, Any]:
+        row = {field.name: field.value_from_object(obj) for field in shown}
+        return json.loads(json.dumps(row, cls=DjangoJSONEncoder))
+
+    if "list" in actions:
+        list_params = {
+            f.name: inspect.Parameter(
+                f.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=_annotation(f) | None
+            )
+            for f in filtered
+        }
+        extra: dict[str, Any] = {}
+        if searched:
+            extra["search"] = (str | None, None)
+        extra["page"] = (_bounded(1, None), 1)
+        extra["page_size"] = (_bounded(1, max_page_size), page_size)
+
+        def list_rows(values: dict[str, Any]) -> CallToolResult:
+            query = rows(_outer_request()).filter(
+                **{n: v for n, v in values.items() if n in list_params and v is not None}
+            )
+            text = values.get("search")
+            if text:
+                match = Q()
+                for field in searched:
+                    match |= Q(**{f"{field.name}__icontains": text})
+                query = query.filter(match)
+            page, size = values["page"], values["page_size"]
+            count = query.count()
+            chunk = query.order_by(*order)[(page - 1) * size : page * size]
+            return page_result([serialize(obj) for obj in chunk], count, page, size)
+
+        described = f"List {meta.verbose_name_plural}, {page_size} to a page"
+        if filtered:
+            described += ", filtered by " + ", ".join(f.name for f in filtered)
+        if searched:
+            described += "; search matches " + ", ".join(f.name for f in searched)
+        spec = tool_arguments(list_params, extra, owner)
+        fn = tool_function(tool_names["list"], described + ".", spec, list_rows)
+        if guard is not None:
+            guard(fn)
+        server.tool(name=tool_names["list"], description=described + ".")(fn)
+
+    if "get" in actions:
+        pk = meta.pk
+        key = {pk.name: inspect.Parameter(pk.name, inspect.Parameter.KEYWORD_ONLY, annotation=_annotation(pk))}
+
+        def get_row(values: dict[str, Any]) -> CallToolResult:
+            obj = rows(_outer_request()).filter(pk=values[pk.name]).first()
+            if obj is None:
+                return error(f"No {meta.verbose_name} with {pk.name} {values[pk.name]}.")
+            return object_result(serialize(obj))
+
+        described = f"Get one {meta.verbose_name} by its {pk.name}."
+        fn = tool_function(tool_names["get"], described, tool_arguments(key, None, owner), get_row)
+        if guard is not None:
+            guard(fn)
+        server.tool(name=tool_names["get"], description=described)(fn)
+
+
+def _field(meta: Any, name: str, owner: str) -> Any:
+    try:
+        field = meta.get_field(name)
+    except FieldDoesNotExist:
+        raise ImproperlyConfigured(f"{owner}: {meta.label} has no field {name!r}") from None
+    if not getattr(field, "concrete", False) or field.many_to_many:
+        raise ImproperlyConfigured(f"{owner}: {name!r} is not a column of {meta.label}")
+    return field
+
+
+def _annotation(field: Any) -> Any:
+    """The Python type a tool argument for ``field`` takes."""
+    if field.is_relation:
+        return _annotation(field.target_field)
+    if field.choices:
+        values = tuple(value for value, _label in field.flatchoices)
+        if values and all(isinstance(v, str | int) for v in values):
+            return Literal[values]  # type: ignore[valid-type]
+    kind = field.get_internal_type()
+    if kind in _INTEGER_TYPES:
+        return int
+    return _TYPES.get(kind, str)
+
+
+def _bounded(low: int, high: int | None) -> Any:
+    return Annotated[int, Field(ge=low, le=high)]
+
+
+__all__ = ["html_to_text", "model_tools", "view_tool"]

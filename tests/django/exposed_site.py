@@ -1,0 +1,135 @@
+"""A shop's existing views and its ``Order`` model, exposed as tools of one server, served by
+``MCPView`` and ``AsyncMCPView`` (``ROOT_URLCONF`` for ``test_django_expose``)."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib.auth.decorators import login_required, permission_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.template import engines
+from django.template.response import TemplateResponse
+from django.urls import path
+from django.views import View
+from django.views.decorators.http import require_POST
+from mcp.server import MCPServer
+
+from example_project.django_site.shop.models import Order
+from mcp_django import model_tools, view_tool
+from mcp_django.permissions import user_passes_test
+from mcp_django.views import AsyncMCPView, MCPView
+
+mcp = MCPServer("Exposed shop")
+
+
+@view_tool(mcp, arguments={"status": (str | None, None), "page": (int, 1)})
+def order_list(request: HttpRequest) -> JsonResponse:
+    """The shop's orders, as its JSON API lists them."""
+    orders = Order.objects.order_by("number")
+    if status := request.GET.get("status"):
+        orders = orders.filter(status=status)
+    return JsonResponse(
+        {
+            "orders": [order.number for order in orders],
+            "page": request.GET.get("page"),
+            "user": request.user.get_username() or None,
+            "path": request.path,
+        }
+    )
+
+
+@view_tool(mcp)
+@login_required
+def order_page(request: HttpRequest, number: str) -> HttpResponse:
+    """An order's page, for signed-in customers."""
+    order = get_object_or_404(Order, number=number)
+    return HttpResponse(
+        "<!doctype html><html><head><title>Order</title><style>h1 {color: red}</style>"
+        "<script>var secret = 1;</script></head><body>"
+        f"<h1>Order {order.number}</h1><p>Customer: {order.customer} &amp; co.</p>"
+        f"<p>Status: {order.get_status_display()}</p></body></html>"
+    )
+
+
+@view_tool(mcp, method="POST", arguments={"reason": str})
+@require_POST
+@permission_required("shop.change_order", raise_exception=True)
+def cancel_order(request: HttpRequest, number: str) -> JsonResponse:
+    """Cancel an order (staff with the shop.change_order permission)."""
+    order = get_object_or_404(Order, number=number)
+    reason = json.loads(request.body)["reason"]
+    order.status = "cancelled"
+    order.save(update_fields=["status"])
+    return JsonResponse({"number": order.number, "status": order.status, "reason": reason})
+
+
+@view_tool(mcp, name="order_count")
+class OrderCount(View):
+    """How many orders the shop has (a class-based view)."""
+
+    def get(self, request: HttpRequest) -> JsonResponse:
+        return JsonResponse({"count": Order.objects.count()})
+
+
+view_tool(mcp, OrderCount.as_view(), name="order_count_view")
+
+
+@view_tool(mcp)
+async def whoami(request: HttpRequest) -> JsonResponse:
+    """Who the shop thinks is calling (an async view)."""
+    user = await request.auser()  # type: ignore[attr-defined]
+    return JsonResponse({"user": user.get_username() or None, "method": request.method})
+
+
+@view_tool(mcp)
+def broken(request: HttpRequest) -> HttpResponse:
+    raise RuntimeError("database password is hunter2")
+
+
+@view_tool(mcp)
+def moved(request: HttpRequest) -> HttpResponse:
+    return redirect("/somewhere/else")
+
+
+@view_tool(mcp)
+def teapot(request: HttpRequest) -> HttpResponse:
+    return HttpResponse("short and stout", status=418, content_type="text/plain")
+
+
+@view_tool(mcp)
+def invoice(request: HttpRequest) -> HttpResponse:
+    return HttpResponse(b"%PDF-1.7", content_type="application/pdf")
+
+
+@view_tool(mcp)
+def template_page(request: HttpRequest) -> TemplateResponse:
+    template = engines["django"].from_string("<main><h2>Hello {{ user.get_username }}</h2></main>")
+    return TemplateResponse(request, template, {})
+
+
+@view_tool(mcp)
+@user_passes_test(lambda user: user.is_staff)
+def staff_note(request: HttpRequest) -> HttpResponse:
+    return HttpResponse("for staff only", content_type="text/plain")
+
+
+model_tools(
+    mcp,
+    Order,
+    fields=["number", "customer", "status", "total", "placed", "owner"],
+    filters=["status", "owner"],
+    search=["customer", "number"],
+    page_size=2,
+    queryset=lambda request: (
+        Order.objects.all() if request.user.is_staff else Order.objects.filter(owner_id=request.user.pk)
+    ),
+)
+
+urlpatterns = [
+    path("orders", order_list),
+    path("orders/<str:number>", order_page),
+    path("orders/<str:number>/cancel", cancel_order),
+    path("mcp-sync", MCPView.as_view(server="tests.django.exposed_site.mcp")),
+    path("mcp-async", AsyncMCPView.as_view(server="tests.django.exposed_site.mcp")),
+]

@@ -1,0 +1,202 @@
+"""Existing Django views and models as tools (``mcp_django.view_tool``, ``model_tools``): the
+view runs as the caller, its answer becomes the tool's result, and the model's rows are read
+through the caller's queryset, on both views and both protocol eras."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Permission, User
+
+from example_project.django_site.shop.models import Order
+from tests.django import inprocess
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PATHS = ["/mcp-sync", "/mcp-async"]
+ERAS = ["legacy", "modern"]
+
+
+class Caller(inprocess.Caller):
+    """One user on the exposed shop's server at ``path``, on one protocol era."""
+
+    def __init__(self, path: str, era: str, user: User | None = None) -> None:
+        super().__init__("tests.django.exposed_site", path, era, user)
+
+    def tools(self) -> dict[str, dict[str, Any]]:
+        return {tool["name"]: tool for tool in self.tool_list()}
+
+    def call(self, name: str, **arguments: Any) -> dict[str, Any]:
+        answer = self.call_tool(name, arguments)
+        assert "result" in answer, answer
+        return dict(answer["result"])
+
+
+def text(result: dict[str, Any]) -> str:
+    return "\n".join(item["text"] for item in result["content"])
+
+
+@pytest.fixture
+def shop() -> dict[str, User]:
+    alice = User.objects.create_user("alice")
+    bob = User.objects.create_user("bob")
+    clerk = User.objects.create_user("clerk", is_staff=True)
+    for user in (alice, bob, clerk):
+        user.user_permissions.add(Permission.objects.get(codename="view_order"))
+    clerk.user_permissions.add(Permission.objects.get(codename="change_order"))
+    placed = dt.datetime(2026, 11, 1, 9, 0, tzinfo=dt.UTC)
+    for number, customer, status, total, owner in (
+        ("A-1", "Alice Ltd", "paid", "19.90", alice),
+        ("A-2", "Alice Ltd", "new", "5.00", alice),
+        ("A-3", "Alice Ltd", "shipped", "7.25", alice),
+        ("B-1", "Bob & Sons", "paid", "120.00", bob),
+    ):
+        Order.objects.create(
+            number=number, customer=customer, status=status, total=Decimal(total), owner=owner,
+            placed=placed + dt.timedelta(days=int(number[-1]) + (10 if owner is bob else 0)),
+        )  # fmt: skip
+    return {"alice": alice, "bob": bob, "clerk": clerk}
+
+
+# -- views -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize("path", PATHS)
+def test_a_json_view_answers_as_structured_content_for_the_caller(path: str, era: str, shop: dict[str, User]) -> None:
+    caller = Caller(path, era, shop["alice"])
+    tools = caller.tools()
+    schema = tools["order_list"]["inputSchema"]
+    assert set(schema["properties"]) == {"status", "page"} and not schema.get("required")
+    assert tools["order_list"]["description"] == "The shop's orders, as its JSON API lists them."
+    result = caller.call("order_list", status="paid", page=2)
+    expected = {"orders": ["A-1", "B-1"], "page": "2", "user": "alice", "path": "/orders"}
+    assert result["structuredContent"] == expected
+    assert json.loads(text(result)) == expected and not result.get("isError")
+    # Unset optional arguments are not sent: the view sees no status at all.
+    assert Caller(path, era).call("order_list")["structuredContent"]["orders"] == ["A-1", "A-2", "A-3", "B-1"]
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize("path", PATHS)
+def test_an_html_view_answers_its_text_and_its_decorators_apply(path: str, era: str, shop: dict[str, User]) -> None:
+    alice = Caller(path, era, shop["alice"])
+    schema = alice.tools()["order_page"]["inputSchema"]
+    assert schema["required"] == ["number"] and schema["properties"]["number"]["type"] == "string"
+    page = alice.call("order_page", number="A-2")
+    assert text(page) == "Order\n\nOrder A-2\nCustomer: Alice Ltd & co.\nStatus: New" and not page.get("isError")
+    missing = alice.call("order_page", number="Z-9")
+    assert missing["isError"] is True and text(missing) == "404 Not Found"
+    # login_required sends anonymous callers to the login page: the tool says so.
+    anonymous = Caller(path, era).call("order_page", number="A-2")
+    assert anonymous["isError"] is True and text(anonymous).startswith("Authentication required")
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize("path", PATHS)
+def test_a_post_view_gets_its_arguments_as_a_json_body_under_its_own_permission(
+    path: str, era: str, shop: dict[str, User]
+) -> None:
+    refused = Caller(path, era, shop["alice"]).call("cancel_order", number="A-2", reason="changed my mind")
+    assert refused["isError"] is True and text(refused) == "403 Forbidden"
+    assert Order.objects.get(number="A-2").status == "new"
+    done = Caller(path, era, shop["clerk"]).call("cancel_order", number="A-2", reason="changed my mind")
+    assert done["structuredContent"] == {"number": "A-2", "status": "cancelled", "reason": "changed my mind"}
+    assert Order.objects.get(number="A-2").status == "cancelled"
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_class_based_and_async_views(path: str, shop: dict[str, User]) -> None:
+    caller = Caller(path, "modern", shop["bob"])
+    tools = caller.tools()
+    assert tools["order_count"]["description"] == "How many orders the shop has (a class-based view)."
+    assert caller.call("order_count")["structuredContent"] == {"count": 4}
+    assert caller.call("order_count_view")["structuredContent"] == {"count": 4}
+    assert caller.call("whoami")["structuredContent"] == {"user": "bob", "method": "GET"}
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize("path", PATHS)
+def test_what_a_tool_cannot_return_is_a_clear_error_and_a_crash_tells_nothing(
+    path: str, era: str, shop: dict[str, User], caplog: pytest.LogCaptureFixture
+) -> None:
+    caller = Caller(path, era, shop["bob"])
+    broken = caller.call("broken")
+    assert broken["isError"] is True and text(broken) == "500 Internal Server Error: the view failed."
+    assert "hunter2" not in json.dumps(broken)
+    assert any("hunter2" in str(record.exc_info) for record in caplog.records if record.exc_info)
+    moved = caller.call("moved")
+    assert moved["isError"] is True and "redirected (302) to /somewhere/else" in text(moved)
+    teapot = caller.call("teapot")
+    assert teapot["isError"] is True and text(teapot) == "418 I'm a Teapot: short and stout"
+    invoice = caller.call("invoice")
+    assert invoice["isError"] is True and "application/pdf" in text(invoice)
+    page = caller.call("template_page")  # a TemplateResponse is rendered first
+    assert not page.get("isError") and text(page) == "Hello bob"
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_a_permission_on_the_view_hides_its_tool(era: str, shop: dict[str, User]) -> None:
+    assert "staff_note" not in Caller("/mcp-sync", era, shop["bob"]).tools()
+    clerk = Caller("/mcp-sync", era, shop["clerk"])
+    assert "staff_note" in clerk.tools()
+    assert text(clerk.call("staff_note")) == "for staff only"
+
+
+# -- models ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize("path", PATHS)
+def test_a_model_is_listed_page_by_page_through_the_callers_queryset(
+    path: str, era: str, shop: dict[str, User]
+) -> None:
+    alice = Caller(path, era, shop["alice"])
+    tools = alice.tools()
+    schema = tools["list_orders"]["inputSchema"]
+    assert set(schema["properties"]) == {"status", "owner", "search", "page", "page_size"}
+    status = {"enum": ["new", "paid", "shipped", "cancelled"], "type": "string"}
+    assert status in schema["properties"]["status"]["anyOf"]
+    first = alice.call("list_orders")["structuredContent"]
+    assert [row["number"] for row in first["results"]] == ["A-3", "A-2"]  # Meta.ordering: newest first
+    assert (first["count"], first["page"], first["pages"]) == (3, 1, 2)
+    assert first["results"][0] == {
+        "number": "A-3", "customer": "Alice Ltd", "status": "shipped", "total": "7.25",
+        "placed": "2026-11-04T09:00:00Z", "owner": shop["alice"].pk,
+    }  # fmt: skip
+    second = alice.call("list_orders", page=2)["structuredContent"]
+    assert [row["number"] for row in second["results"]] == ["A-1"]
+    assert alice.call("list_orders", status="paid")["structuredContent"]["count"] == 1
+    # Bob's order is not in Alice's queryset, whatever she asks.
+    assert alice.call("list_orders", search="bob")["structuredContent"]["count"] == 0
+    assert alice.call("list_orders", owner=shop["bob"].pk)["structuredContent"]["results"] == []
+    staff = Caller(path, era, shop["clerk"]).call("list_orders", search="BOB", page_size=5)["structuredContent"]
+    assert [row["number"] for row in staff["results"]] == ["B-1"]
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize("path", PATHS)
+def test_one_row_by_key_only_within_the_callers_queryset(path: str, era: str, shop: dict[str, User]) -> None:
+    alice = Caller(path, era, shop["alice"])
+    own = Order.objects.get(number="A-1")
+    assert alice.call("get_order", id=own.pk)["structuredContent"]["number"] == "A-1"
+    bobs = Order.objects.get(number="B-1")
+    refused = alice.call("get_order", id=bobs.pk)
+    assert refused["isError"] is True and text(refused) == f"No order with id {bobs.pk}."
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_model_tools_need_the_models_view_permission_and_check_their_arguments(era: str, shop: dict[str, User]) -> None:
+    anonymous = Caller("/mcp-sync", era)
+    assert not {"list_orders", "get_order"} & set(anonymous.tools())
+    nobody = Caller("/mcp-sync", era, User.objects.create_user("nobody"))
+    assert "list_orders" not in nobody.tools()
+    alice = Caller("/mcp-sync", era, shop["alice"])
+    for bad in ({"page": 0}, {"page_size": 500}, {"status": "lost"}):
+        answer = alice.send("tools/call", {"name": "list_orders", "arguments": bad}, "list_orders")
+        assert answer["result"]["isError"] is True, bad
+        assert "validation error" in text(answer["result"]), bad
