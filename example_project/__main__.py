@@ -27,6 +27,9 @@ def _migrate(framework: str) -> None:
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", DJANGO_SETTINGS)
         django.setup()
         call_command("migrate", verbosity=0, interactive=False)
+        from example_project.django_site.shop.views import seed_demo_orders
+
+        seed_demo_orders()
     else:
         from example_project.flask_app import create_app
         from mcp_flask import migrate

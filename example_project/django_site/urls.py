@@ -10,6 +10,7 @@ from django.urls import include, path
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
+from example_project.django_site.shop.views import order_page
 from example_project.settings_common import SERVERS
 from mcp_django.views import default_view
 
@@ -47,6 +48,7 @@ def payment_webhook(request: HttpRequest) -> JsonResponse:
 urlpatterns = [
     path("", home),
     path("payments/webhook", payment_webhook),
+    path("orders/<str:number>", order_page),
     path("admin/", admin.site.urls),
     # settings.MCP["SERVER"] at exactly /mcp (no trailing slash: POSTs are not redirected).
     path("mcp", include("mcp_django.urls")),

@@ -190,3 +190,36 @@ def test_resolver_accept_deletes_the_folder(
         assert again == "deleted /tmp/project" and recorder.asked == []
     finally:
         stop(live)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["gunicorn", "uvicorn"])
+@pytest.mark.parametrize("mode", MODES)
+def test_the_django_demos_page_and_model_are_tools(
+    example_server: Callable[..., LiveServer], database_kind: str, kind: str, mode: str
+) -> None:
+    """The example shop's order page (``view_tool``) and its ``Order`` model (``model_tools``),
+    through the official client, on whichever worker takes each request."""
+    server = example_server("django", kind, 2, database_kind)
+
+    async def run() -> None:
+        workers = WorkerLog()
+        async with spread_client(server.url(), mode, workers) as client:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            assert tools["order_page"].description == "An order's page: its customer, status and total."
+            assert tools["order_page"].input_schema["required"] == ["number"]
+            page = await client.call_tool("order_page", {"number": "1002"})
+            assert text(page) == "Order 1002\nOrder 1002\nCustomer: Grace Hopper\nStatus: Shipped\nTotal: 17.50 EUR"
+            missing = await client.call_tool("order_page", {"number": "9999"})
+            assert missing.is_error and text(missing) == "404 Not Found"
+            listed = await client.call_tool("list_orders", {"search": "ada", "page_size": 1})
+            assert listed.structured_content is not None
+            assert [row["number"] for row in listed.structured_content["results"]] == ["1003"]
+            assert (listed.structured_content["count"], listed.structured_content["pages"]) == (2, 2)
+            one = await client.call_tool("get_order", {"id": listed.structured_content["results"][0]["id"]})
+            assert one.structured_content is not None and one.structured_content["customer"] == "Ada Lovelace"
+            refused = await client.call_tool("list_orders", {"status": "lost"})
+            assert refused.is_error
+        assert len(workers.pids) >= 6
+
+    asyncio.run(run())
