@@ -104,7 +104,7 @@ def tool_arguments(
                 extra.append(_parameter(name, spec, inspect.Parameter.empty, owner))
     clash = {p.name for p in parameters} & {p.name for p in extra}
     if clash:
-        raise TypeError(f"{owner}: {', '.join(sorted(clash))} is both a path argument and a query or body argument")
+        raise TypeError(f"{owner}: the tool would take {', '.join(sorted(clash))} twice (a path argument and another)")
     # Required arguments first: a signature cannot have them after optional ones, and the
     # order does not matter to a caller (arguments are by name).
     every = parameters + extra
@@ -228,10 +228,11 @@ def error(message: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
 
 
-def failed(owner: str) -> CallToolResult:
-    """The view raised: logged with its traceback, answered as a server error would be."""
-    logger.exception("The view behind tool %s failed", owner)
-    return error("500 Internal Server Error: the view failed.")
+def failed(owner: str, what: str = "the view") -> CallToolResult:
+    """The view (or the model's query) raised: logged with its traceback, answered as a server
+    error would be, without the exception's text (it may name tables, paths or secrets)."""
+    logger.exception("Tool %s failed", owner)
+    return error(f"500 Internal Server Error: {what} failed.")
 
 
 # -- models ------------------------------------------------------------------------------------

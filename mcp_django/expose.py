@@ -422,6 +422,12 @@ def _register_model(
         extra["page_size"] = (_bounded(1, max_page_size), page_size)
 
         def list_rows(values: dict[str, Any]) -> CallToolResult:
+            try:
+                return listing(values)
+            except Exception:
+                return failed(tool_names["list"], "the query")
+
+        def listing(values: dict[str, Any]) -> CallToolResult:
             query = rows(_outer_request()).filter(
                 **{n: v for n, v in values.items() if n in list_params and v is not None}
             )
@@ -452,7 +458,10 @@ def _register_model(
         key = {pk.name: inspect.Parameter(pk.name, inspect.Parameter.KEYWORD_ONLY, annotation=_annotation(pk))}
 
         def get_row(values: dict[str, Any]) -> CallToolResult:
-            obj = rows(_outer_request()).filter(pk=values[pk.name]).first()
+            try:
+                obj = rows(_outer_request()).filter(pk=values[pk.name]).first()
+            except Exception:
+                return failed(tool_names["get"], "the query")
             if obj is None:
                 return error(f"No {meta.verbose_name} with {pk.name} {values[pk.name]}.")
             return object_result(serialize(obj))

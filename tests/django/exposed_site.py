@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -124,6 +125,20 @@ model_tools(
     queryset=lambda request: (
         Order.objects.all() if request.user.is_staff else Order.objects.filter(owner_id=request.user.pk)
     ),
+)
+
+
+def broken_queryset(request: HttpRequest) -> Any:
+    raise RuntimeError("table orders_secret is gone")
+
+
+model_tools(
+    mcp,
+    Order,
+    fields=["number"],
+    queryset=broken_queryset,
+    permission=None,
+    names={"list": "list_broken_orders", "get": "get_broken_order"},
 )
 
 urlpatterns = [

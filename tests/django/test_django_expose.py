@@ -200,3 +200,13 @@ def test_model_tools_need_the_models_view_permission_and_check_their_arguments(e
         answer = alice.send("tools/call", {"name": "list_orders", "arguments": bad}, "list_orders")
         assert answer["result"]["isError"] is True, bad
         assert "validation error" in text(answer["result"]), bad
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_failing_query_is_a_bare_server_error(path: str, caplog: pytest.LogCaptureFixture) -> None:
+    caller = Caller(path, "modern")
+    for name, arguments in (("list_broken_orders", {}), ("get_broken_order", {"id": 1})):
+        answer = caller.call(name, **arguments)
+        assert answer["isError"] is True and text(answer) == "500 Internal Server Error: the query failed.", name
+        assert "orders_secret" not in json.dumps(answer)
+    assert sum("orders_secret" in str(record.exc_info) for record in caplog.records if record.exc_info) == 2
