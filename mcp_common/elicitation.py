@@ -33,7 +33,7 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 from mcp.server.mcpserver import Elicit
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, Field, PrivateAttr, create_model
 
 from mcp_common.jsonrpc import dumps
 from mcp_common.store import GET_STREAM, OPEN_STATUSES, ElicitationRecord, SessionStore, new_row_id
@@ -49,11 +49,18 @@ class UrlConsent(BaseModel):
     """What an accepted URL-mode resolver question injects: the user agreed to open the URL.
 
     ``url`` and ``elicitation_id`` say which question it was; what the user did there arrives
-    out of band (see :func:`complete_elicitation`).
+    out of band (see :func:`complete_elicitation`). ``completed`` is true when the resolver
+    found it already done (:func:`elicitation_completed`) and answered with
+    :meth:`ElicitUrl.completed` instead of asking again.
     """
 
     url: ClassVar[str] = ""
     elicitation_id: ClassVar[str] = ""
+    _completed: bool = PrivateAttr(default=False)
+
+    @property
+    def completed(self) -> bool:
+        return self._completed
 
 
 @functools.lru_cache(maxsize=1024)
@@ -90,6 +97,39 @@ class ElicitUrl(Elicit[UrlConsent]):
         super().__init__(message, _consent_model(url, elicitation_id))
         self.url = url
         self.elicitation_id = elicitation_id
+
+    def completed(self) -> UrlConsent:
+        """The answer to return instead of this question when it was already completed: the
+        tool gets an accept whose ``completed`` is true, and the user is not sent again."""
+        consent = _consent_model(self.url, self.elicitation_id)()
+        consent._completed = True
+        return consent
+
+
+async def elicitation_completed(elicitation_id: str) -> bool:
+    """In a tool or a resolver: whether the caller's URL-mode elicitation ``elicitation_id`` on
+    this server has been completed (``complete_elicitation``: a payment webhook, a task, staff).
+
+    This is how a 2026-07-28 call, which no ``notifications/elicitation/complete`` reaches,
+    observes the completion: a resolver asks first and, once it is done, answers itself::
+
+        async def deposit(booking_id: str) -> UrlConsent | ElicitUrl:
+            question = ElicitUrl("A 20 EUR deposit holds your table.", url=..., elicitation_id=...)
+            if await elicitation_completed(question.elicitation_id):
+                return question.completed()
+            return question
+
+    Only questions the calling principal asked count (the anonymous callers share one), so one
+    user's payment never answers another's question.
+    """
+    from mcp_common.endpoint import current_request
+
+    request = current_request.get()
+    endpoint = request.endpoint if request is not None else None
+    if endpoint is None:
+        raise RuntimeError("elicitation_completed() is for tools and resolvers, while an MCP request is served")
+    rows = await endpoint.db(endpoint.store.find_elicitations, elicitation_id, endpoint.name)
+    return any(row.status == "completed" and row.principal == request.principal for row in rows)  # type: ignore[union-attr]
 
 
 def is_url_question(marker: Any) -> bool:

@@ -201,6 +201,7 @@ class MCPEndpoint:
         """Serve ``request`` from a synchronous (WSGI) view."""
         self._process_check()
         request.blocking = True
+        request.endpoint = self
         fast = self.fast.handle_sync(request)
         if fast is not None:
             return fast
@@ -221,6 +222,7 @@ class MCPEndpoint:
     async def handle_from_other_loop(self, request: HTTPRequest) -> HTTPResponse:
         """Serve ``request`` from an async (ASGI) view running on another event loop."""
         self._process_check()
+        request.endpoint = self
         fast = await self.fast.handle_async(request)
         if fast is not None:
             return fast
@@ -243,6 +245,7 @@ class MCPEndpoint:
 
     async def handle_async(self, request: HTTPRequest) -> HTTPResponse:
         """Serve ``request``; runs on the endpoint's event loop. Never raises."""
+        request.endpoint = self
         token = current_request.set(request)
         try:
             refusal = check_request(self.config, request.headers, len(request.body))

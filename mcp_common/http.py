@@ -39,6 +39,8 @@ class HTTPRequest:
     denied: frozenset[str] | None = None
     """Tools this caller may not use (:mod:`mcp_common.permissions`): for this request they
     are not there."""
+    endpoint: Any = None
+    """The :class:`~mcp_common.endpoint.MCPEndpoint` serving it (set when it starts to)."""
 
     def header(self, name: str, default: str | None = None) -> str | None:
         return self.headers.get(name.lower(), default)

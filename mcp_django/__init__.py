@@ -15,6 +15,7 @@ __all__ = [
     "UrlConsent",
     "acomplete_elicitation",
     "complete_elicitation",
+    "elicitation_completed",
     "model_tools",
     "permission_required",
     "user_passes_test",

@@ -3,9 +3,9 @@ webhook, a Celery task, ``manage.py shell``."""
 
 from __future__ import annotations
 
-from mcp_common.elicitation import ElicitUrl, UrlConsent, complete_in_store
+from mcp_common.elicitation import ElicitUrl, UrlConsent, complete_in_store, elicitation_completed
 
-__all__ = ["ElicitUrl", "UrlConsent", "acomplete_elicitation", "complete_elicitation"]
+__all__ = ["ElicitUrl", "UrlConsent", "acomplete_elicitation", "complete_elicitation", "elicitation_completed"]
 
 
 def complete_elicitation(elicitation_id: str, server: str | None = None) -> int:
@@ -13,7 +13,8 @@ def complete_elicitation(elicitation_id: str, server: str | None = None) -> int:
 
     Legacy clients receive ``notifications/elicitation/complete`` on their session's GET stream,
     from whichever worker holds it, or when they next open one. The 2026-07-28 wire has no such
-    notification: there the row's status is for the application (its tools, the admin) to read.
+    notification: there a tool's resolver observes it with ``elicitation_completed``, and the
+    admin shows it.
     Calling it again changes nothing and sends nothing.
     ``server`` (a server name) limits it to one server's elicitations.
     """

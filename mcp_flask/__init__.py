@@ -10,7 +10,7 @@ Then ``flask mcp migrate`` creates the tables that legacy sessions, elicitations
 
 from __future__ import annotations
 
-from mcp_flask.elicitation import ElicitUrl, UrlConsent, complete_elicitation
+from mcp_flask.elicitation import ElicitUrl, UrlConsent, complete_elicitation, elicitation_completed
 from mcp_flask.extension import MCP, MCPState, flask_login_principal, get_state
 from mcp_flask.migrations import migrate
 from mcp_flask.permissions import permission_required
@@ -25,6 +25,7 @@ __all__ = [
     "SQLAlchemyStore",
     "UrlConsent",
     "complete_elicitation",
+    "elicitation_completed",
     "flask_login_principal",
     "get_state",
     "make_engine",

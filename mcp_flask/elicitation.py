@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from flask import Flask
 
-from mcp_common.elicitation import ElicitUrl, UrlConsent, complete_in_store
+from mcp_common.elicitation import ElicitUrl, UrlConsent, complete_in_store, elicitation_completed
 
-__all__ = ["ElicitUrl", "UrlConsent", "complete_elicitation"]
+__all__ = ["ElicitUrl", "UrlConsent", "complete_elicitation", "elicitation_completed"]
 
 
 def complete_elicitation(elicitation_id: str, server: str | None = None, *, app: Flask | None = None) -> int:
@@ -15,8 +15,8 @@ def complete_elicitation(elicitation_id: str, server: str | None = None, *, app:
 
     Legacy clients receive ``notifications/elicitation/complete`` on their session's GET stream,
     from whichever worker holds it, or when they next open one. The 2026-07-28 wire has no such
-    notification: there the row's status is for the application (its tools, the review panel)
-    to read. Calling it again changes nothing and sends nothing. Needs the app (or its
+    notification: there a tool's resolver observes it with ``elicitation_completed``, and the
+    review panel shows it. Calling it again changes nothing and sends nothing. Needs the app (or its
     context); ``server`` (a server name) limits it to one server's elicitations.
     """
     from mcp_flask.extension import get_state

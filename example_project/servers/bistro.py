@@ -16,7 +16,7 @@ from mcp.server.mcpserver import (
 )
 from pydantic import BaseModel, Field
 
-from mcp_common.elicitation import ElicitUrl, UrlConsent
+from mcp_common.elicitation import ElicitUrl, UrlConsent, elicitation_completed
 
 mcp = MCPServer("Bistro")
 
@@ -61,13 +61,17 @@ async def confirm_deposit(booking_id: str, ctx: Context) -> str:
     return f"Deposit received for booking {booking_id}."
 
 
-async def deposit_link(booking_id: str) -> ElicitUrl:
-    """Resolver: every hold needs the deposit, so it always sends the user to pay."""
-    return ElicitUrl(
+async def deposit_link(booking_id: str) -> UrlConsent | ElicitUrl:
+    """Resolver: every hold needs the deposit, so it sends the user to pay, unless the payment
+    provider already reported this guest's payment (its webhook completed the elicitation)."""
+    question = ElicitUrl(
         "A 20 EUR deposit holds your table.",
         url=f"https://pay.example.com/deposit/{booking_id}",
         elicitation_id=f"hold-{booking_id}",
     )
+    if await elicitation_completed(question.elicitation_id):
+        return question.completed()
+    return question
 
 
 @mcp.tool()
@@ -77,6 +81,8 @@ async def hold_table(
 ) -> str:
     """Hold a table once the guest agrees to pay the deposit (URL mode, through a resolver)."""
     match consent:
+        case AcceptedElicitation(data=data) if data.completed:
+            return f"Deposit received: table held for booking {booking_id}."
         case AcceptedElicitation(data=data):
             return f"Holding booking {booking_id}; complete the payment at {data.url}."
         case DeclinedElicitation():

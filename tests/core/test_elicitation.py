@@ -6,6 +6,7 @@ Two endpoints over one ``MemoryStore`` stand for two workers sharing a database.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -24,8 +25,9 @@ from mcp.server.mcpserver import (
 )
 from pydantic import BaseModel
 
+from example_project.servers.bistro import mcp as bistro_server
 from mcp_common import HTTPRequest, HTTPResponse, MCPConfig, MCPEndpoint, MemoryStore
-from mcp_common.elicitation import ElicitUrl, UrlConsent, complete_in_store
+from mcp_common.elicitation import ElicitUrl, UrlConsent, complete_in_store, elicitation_completed
 from mcp_common.schemas import ElicitationSchemaError, assert_server_schemas, check_server_schemas
 from mcp_common.store import GET_STREAM
 from tests.core.test_endpoint import SECRET, events, follow, initialize, legacy, modern_call, request
@@ -122,7 +124,7 @@ def call(
 
 
 def ask(point: MCPEndpoint, name: str = "hello", arguments: dict[str, Any] | None = None, principal: str | None = None):
-    status, body = call(point, name, arguments or {}, principal, FORM_AND_URL if name == "hold" else None)
+    status, body = call(point, name, arguments or {}, principal, FORM_AND_URL if name.startswith("hold") else None)
     assert status == 200, body
     result = body["result"]
     assert result["resultType"] == "input_required"
@@ -303,6 +305,39 @@ def test_completion_reaches_a_2026_row_once() -> None:
     (row,) = store.find_elicitations("dep-5")
     assert row.status == "completed"
     assert complete_in_store(store, "dep-5") == ([], True)
+
+
+def bistro(store: MemoryStore) -> MCPEndpoint:
+    """The example bistro, whose ``hold_table`` resolver observes completed deposits."""
+    return MCPEndpoint(bistro_server, MCPConfig(secret_keys=(SECRET,), poll_interval=0.02), store)
+
+
+PAID = "Deposit received: table held for booking 7."
+PAY_AT = "https://pay.example.com/deposit/7"
+
+
+def test_a_2026_call_observes_its_callers_completed_url_question_and_is_not_sent_again() -> None:
+    store = MemoryStore()
+    point = bistro(store)
+    key, question, handle = ask(point, "hold_table", {"booking_id": "7"}, principal="alice")
+    assert question["params"]["url"] == PAY_AT
+    args = {"booking_id": "7"}
+    answer = {key: {"action": "accept"}}
+    status, body = call(point, "hold_table", args, "alice", FORM_AND_URL, inputResponses=answer, requestState=handle)
+    assert body["result"]["content"][0]["text"] == f"Holding booking 7; complete the payment at {PAY_AT}."
+    # Nothing reported the payment yet: a new call asks again.
+    assert ask(point, "hold_table", args, principal="alice")[1]["params"]["url"] == PAY_AT
+    moved, _ = complete_in_store(store, "hold-7")  # the payment provider's webhook
+    assert len(moved) == 2
+    status, body = call(point, "hold_table", args, "alice", FORM_AND_URL)
+    assert status == 200 and body["result"]["content"][0]["text"] == PAID
+    # Another caller's question is theirs: Alice's payment does not answer it.
+    assert ask(point, "hold_table", args, principal="bob")[1]["params"]["url"] == PAY_AT
+
+
+def test_elicitation_completed_needs_a_request_being_served() -> None:
+    with pytest.raises(RuntimeError, match="while an MCP request is served"):
+        asyncio.run(elicitation_completed("dep-1"))
 
 
 # -- legacy era ------------------------------------------------------------------------------
@@ -724,3 +759,17 @@ def test_a_url_resolver_asks_only_clients_that_declared_url_mode_on_the_legacy_w
     )
     assert seen[0]["params"]["mode"] == "url"
     assert seen[-1]["result"]["content"][0]["text"] == "accepted dep-2 at https://pay.example.com/2"
+
+
+def test_a_legacy_call_observes_a_completed_url_question_and_is_not_sent_again() -> None:
+    store = MemoryStore()
+    asking, answering = bistro(store), bistro(store)
+    session = initialize(asking, {"elicitation": {"form": {}, "url": {}}})
+    response = legacy_call(asking, session, "hold_table", {"booking_id": "7"})
+    seen = run_answering(asking, answering, session, response, {"action": "accept"})
+    assert seen[0]["method"] == "elicitation/create"
+    assert seen[-1]["result"]["content"][0]["text"] == f"Holding booking 7; complete the payment at {PAY_AT}."
+    complete_in_store(store, "hold-7")
+    again = follow(answering, session, legacy_call(answering, session, "hold_table", {"booking_id": "7"}, call_id=6))
+    assert [message.get("method") for message in again if "method" in message] == []
+    assert again[-1]["result"]["content"][0]["text"] == PAID

@@ -28,7 +28,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import ElicitRequestParams, ElicitRequestURLParams, ElicitResult, TextContent
 
 from tests.conftest import ROOT, Database, DatabaseFactory, LiveServer, ServerPool, stop, stop_many
-from tests.protocol.clients import Recorder, WorkerLog, roots, sampling, spread_client
+from tests.protocol.clients import MODES, Recorder, WorkerLog, roots, sampling, spread_client
 from tests.protocol.test_official_client import spread_session
 
 FRAMEWORKS = ["django", "flask"]
@@ -436,6 +436,15 @@ def test_webhook_and_celery_complete_url_elicitations(four_workers: LiveServer) 
             assert (await http.post(webhook, json={"elicitation_id": "hold-m"}, headers=token)).json() == {
                 "completed": 1
             }
+            # The next call's resolver observes the completed row: the guest is not sent to pay again.
+            printed.clear()
+            for mode in MODES:
+                async with spread_client(
+                    live.url("/bistro"), mode, WorkerLog(), elicitation_callback=handle_elicitation
+                ) as c:
+                    held = text(await c.call_tool("hold_table", {"booking_id": "m"}))
+                assert held == "Deposit received: table held for booking m.", mode
+            assert printed == []
         (row,) = elicitation_rows(live, elicitation_id="hold-m")
         assert row["status"] == "completed"
         statuses = {r["elicitation_id"]: r["status"] for r in elicitation_rows(live, mode="url")}
