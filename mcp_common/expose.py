@@ -9,6 +9,7 @@ tool error that says what happened (never the page of a server error, never a tr
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import json
@@ -20,6 +21,8 @@ from typing import Any
 
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
+
+from mcp_common.permissions import PERMISSION_ATTR, TOOLS_ATTR, require
 
 logger = logging.getLogger("mcp_common.expose")
 
@@ -164,6 +167,16 @@ def tool_function(
     fn.__annotations__ = {p.name: p.annotation for p in arguments.signature.parameters.values()}
     fn.__annotations__["return"] = CallToolResult
     return fn
+
+
+def share_permission(view: Any, tool_fn: Callable[..., Any]) -> None:
+    """``permission_required`` on the view, below or above the ``view_tool`` decorator, hides
+    the tool (checked per request, at no cost for views without one)."""
+    check = getattr(view, PERMISSION_ATTR, None)
+    if check is not None:
+        require(check)(tool_fn)
+    with contextlib.suppress(AttributeError, TypeError):  # a builtin or slotted callable: no mark
+        setattr(view, TOOLS_ATTR, (*getattr(view, TOOLS_ATTR, ()), tool_fn))
 
 
 def view_result(

@@ -22,6 +22,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 PERMISSION_ATTR = "__mcp_permission__"
 """The attribute the decorators set on a tool function: a callable ``check(native_request) -> bool``."""
 
+TOOLS_ATTR = "__mcp_tools__"
+"""On a view registered as tools (:mod:`mcp_common.expose`): their functions, which a
+permission put on the view afterwards (a decorator above ``view_tool``) must reach too."""
+
 TOOL_METHODS = frozenset({"tools/list", "tools/call"})
 """The requests a tool's permission changes the answer of."""
 
@@ -36,6 +40,8 @@ def require(check: Callable[[Any], bool]) -> Callable[[F], F]:
             setattr(fn, PERMISSION_ATTR, check)
         else:
             setattr(fn, PERMISSION_ATTR, lambda request: earlier(request) and check(request))
+        for tool_fn in getattr(fn, TOOLS_ATTR, ()):
+            mark(tool_fn)
         return fn
 
     return mark

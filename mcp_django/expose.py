@@ -70,11 +70,12 @@ from mcp_common.expose import (
     object_result,
     page_result,
     path_parameters,
+    share_permission,
     tool_arguments,
     tool_function,
     view_result,
 )
-from mcp_common.permissions import PERMISSION_ATTR, require
+from mcp_common.permissions import require
 
 V = TypeVar("V", bound=Callable[..., Any])
 M = TypeVar("M", bound=type[models.Model])
@@ -112,7 +113,9 @@ def view_tool(
     def register(view: V) -> V:
         # A class-based view may be given as its class: it is served through ``as_view()``.
         function = view.as_view() if isinstance(view, type) and hasattr(view, "as_view") else view
-        _register_view(server, function, name, description, method.upper(), arguments, path_arguments, title)
+        fn = _register_view(server, function, name, description, method.upper(), arguments, path_arguments, title)
+        if function is not view:
+            share_permission(view, fn)
         return view
 
     return register(view) if view is not None else register
@@ -127,7 +130,7 @@ def _register_view(
     arguments: Mapping[str, Any] | type[BaseModel] | None,
     path_arguments: Mapping[str, Any] | None,
     title: str | None,
-) -> None:
+) -> Callable[..., Any]:
     view_class = getattr(view, "view_class", None)
     tool_name = name or (_snake(view_class.__name__) if view_class else getattr(view, "__name__", ""))
     if not tool_name.isidentifier():
@@ -165,15 +168,9 @@ def _register_view(
                 return _refusal(exc, tool_name)
 
         fn = tool_function(tool_name, doc, spec, call)
-    # ``@mcp_django.permission_required`` on the view, above or below this decorator, hides the
-    # tool: the mark is read from the view at each request.
-    require(lambda request: _view_allows(view, request))(fn)
+    share_permission(view, fn)
     server.tool(name=tool_name, title=title, description=doc)(fn)
-
-
-def _view_allows(view: Callable[..., Any], request: Any) -> bool:
-    check = getattr(view, PERMISSION_ATTR, None)
-    return check is None or bool(check(request))
+    return fn
 
 
 def _snake(name: str) -> str:

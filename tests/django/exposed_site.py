@@ -115,6 +115,19 @@ def staff_note(request: HttpRequest) -> HttpResponse:
     return HttpResponse("for staff only", content_type="text/plain")
 
 
+@user_passes_test(lambda user: user.is_staff)
+@view_tool(mcp)
+def staff_note_above(request: HttpRequest) -> HttpResponse:
+    return HttpResponse("for staff only, too", content_type="text/plain")
+
+
+@user_passes_test(lambda user: user.is_staff)
+@view_tool(mcp, name="staff_count")
+class StaffCount(View):
+    def get(self, request: HttpRequest) -> JsonResponse:
+        return JsonResponse({"count": Order.objects.count()})
+
+
 model_tools(
     mcp,
     Order,

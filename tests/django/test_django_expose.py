@@ -141,10 +141,16 @@ def test_what_a_tool_cannot_return_is_a_clear_error_and_a_crash_tells_nothing(
 
 @pytest.mark.parametrize("era", ERAS)
 def test_a_permission_on_the_view_hides_its_tool(era: str, shop: dict[str, User]) -> None:
-    assert "staff_note" not in Caller("/mcp-sync", era, shop["bob"]).tools()
+    """Below or above ``view_tool``, on a function or a class-based view."""
+    guarded = {"staff_note", "staff_note_above", "staff_count"}
+    bob = Caller("/mcp-sync", era, shop["bob"])
+    assert not guarded & set(bob.tools())
+    assert bob.call_tool("staff_note_above", {})["result"]["content"][0]["text"] == "Unknown tool: staff_note_above"
     clerk = Caller("/mcp-sync", era, shop["clerk"])
-    assert "staff_note" in clerk.tools()
+    assert guarded <= set(clerk.tools())
     assert text(clerk.call("staff_note")) == "for staff only"
+    assert text(clerk.call("staff_note_above")) == "for staff only, too"
+    assert clerk.call("staff_count")["structuredContent"] == {"count": 4}
 
 
 # -- models ------------------------------------------------------------------------------------
