@@ -29,13 +29,11 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import html
 import inspect
 import io
 import json
-import re
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlencode
 
@@ -55,7 +53,6 @@ from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponseBase
 from django.shortcuts import resolve_url
 from django.urls import NoReverseMatch, reverse
-from django.utils.html import strip_tags
 from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
@@ -67,24 +64,22 @@ from mcp_common.expose import (
     default_names,
     error,
     failed,
+    hide_unless_view_allows,
+    html_to_text,
     object_result,
     page_result,
     path_parameters,
+    query_pairs,
+    snake_case,
     tool_arguments,
     tool_function,
     view_result,
 )
-from mcp_common.permissions import PERMISSION_ATTR, require
+from mcp_common.permissions import require
 
 V = TypeVar("V", bound=Callable[..., Any])
 M = TypeVar("M", bound=type[models.Model])
 
-_SCRIPT = re.compile(r"<(script|style|template)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
-_BLOCK = re.compile(
-    r"<(?:br|hr|/(?:p|div|li|dt|dd|tr|h[1-6]|title|head|header|footer|nav|section|article|table|ul|ol|pre|blockquote))"
-    r"\b[^>]*>",
-    re.IGNORECASE,
-)
 _COPIED_META = ("REMOTE_ADDR", "REMOTE_HOST", "SERVER_NAME", "SERVER_PORT", "SERVER_PROTOCOL", "SCRIPT_NAME")
 
 
@@ -129,7 +124,7 @@ def _register_view(
     title: str | None,
 ) -> None:
     view_class = getattr(view, "view_class", None)
-    tool_name = name or (_snake(view_class.__name__) if view_class else getattr(view, "__name__", ""))
+    tool_name = name or (snake_case(view_class.__name__) if view_class else getattr(view, "__name__", ""))
     if not tool_name.isidentifier():
         raise ImproperlyConfigured(f"view_tool(): give the tool a name= ({view!r} has none usable)")
     if path_arguments is not None:
@@ -165,19 +160,9 @@ def _register_view(
                 return _refusal(exc, tool_name)
 
         fn = tool_function(tool_name, doc, spec, call)
-    # ``@mcp_django.permission_required`` on the view, above or below this decorator, hides the
-    # tool: the mark is read from the view at each request.
-    require(lambda request: _view_allows(view, request))(fn)
+    # ``@mcp_django.permission_required`` on the view, above or below this decorator, hides the tool.
+    hide_unless_view_allows(fn, view)
     server.tool(name=tool_name, title=title, description=doc)(fn)
-
-
-def _view_allows(view: Callable[..., Any], request: Any) -> bool:
-    check = getattr(view, PERMISSION_ATTR, None)
-    return check is None or bool(check(request))
-
-
-def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 def _request_for(
@@ -187,7 +172,7 @@ def _request_for(
     path_args, rest = spec.split(values)
     outer = _outer_request()
     body = json.dumps(rest, cls=DjangoJSONEncoder).encode() if method in BODY_METHODS else b""
-    query = "" if method in BODY_METHODS else urlencode([(k, _query_value(v)) for k, v in _pairs(rest)])
+    query = "" if method in BODY_METHODS else urlencode(query_pairs(rest))
     environ: dict[str, Any] = {}
     if outer is not None:
         environ.update(
@@ -230,22 +215,6 @@ def _outer_request() -> HttpRequest | None:
     return native if isinstance(native, HttpRequest) else None
 
 
-def _pairs(values: Mapping[str, Any]) -> Iterable[tuple[str, Any]]:
-    for key, value in values.items():
-        if isinstance(value, list | tuple):
-            yield from ((key, item) for item in value)
-        else:
-            yield key, value
-
-
-def _query_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dt.date | dt.datetime):
-        return value.isoformat()
-    return str(value)
-
-
 def _view_response(response: HttpResponseBase) -> ViewResponse:
     render = getattr(response, "render", None)
     if callable(render) and not getattr(response, "is_rendered", True):
@@ -278,12 +247,6 @@ def _refusal(exc: Exception, tool_name: str) -> CallToolResult:
     if isinstance(exc, BadRequest | SuspiciousOperation):
         return error("400 Bad Request")
     return failed(tool_name)
-
-
-def html_to_text(markup: str) -> str:
-    """A page's text: scripts and styles dropped, block ends as line breaks, entities decoded."""
-    markup = _BLOCK.sub(lambda m: m.group(0) + "\n", _SCRIPT.sub("", markup))
-    return html.unescape(strip_tags(markup))
 
 
 # -- models ------------------------------------------------------------------------------------
