@@ -19,12 +19,12 @@ import logging
 import math
 import re
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from html.parser import HTMLParser
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.types import CallToolResult, TextContent
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from mcp_common.permissions import PERMISSION_ATTR, require
 
@@ -171,6 +171,36 @@ def tool_function(
     fn.__annotations__ = {p.name: p.annotation for p in arguments.signature.parameters.values()}
     fn.__annotations__["return"] = CallToolResult
     return fn
+
+
+def describe_view(
+    view: Callable[..., Any],
+    view_class: type | None,
+    name: str | None,
+    description: str | None,
+    arguments: Mapping[str, Any] | type[BaseModel] | None,
+    path_arguments: Mapping[str, Any] | None,
+    path: Callable[[], Mapping[str, inspect.Parameter]],
+    invalid: type[Exception] = ValueError,
+) -> tuple[str, ToolArguments, str]:
+    """A view tool's name, arguments and description, the same way in every adapter.
+
+    The name defaults to the function's (a class-based view: its class's, in snake case), the
+    description to the docstring. The path arguments are ``path_arguments`` (names to types)
+    or, without them, ``path()``: the view's own. A view with no usable name raises ``invalid``.
+    """
+    tool_name = name or (snake_case(view_class.__name__) if view_class else getattr(view, "__name__", ""))
+    if not tool_name.isidentifier():
+        raise invalid(f"view_tool(): give the tool a name= ({view!r} has none usable)")
+    if path_arguments is not None:
+        params = {
+            n: inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=t) for n, t in path_arguments.items()
+        }
+    else:
+        params = dict(path())
+    spec = tool_arguments(params, arguments, f"view_tool({tool_name})")
+    doc = description or inspect.getdoc(view_class or view) or f"Calls the view {tool_name}."
+    return tool_name, spec, doc
 
 
 def hide_unless_view_allows(fn: Callable[..., Any], view: Callable[..., Any]) -> None:
@@ -391,6 +421,50 @@ def pluralize(name: str) -> str:
     if name.endswith(("s", "x", "z", "ch", "sh")):
         return name + "es"
     return name + "s"
+
+
+def list_tool(
+    filters: Mapping[str, Any], search: Sequence[str], page_size: int, max_page_size: int, plural: str, owner: str
+) -> tuple[ToolArguments, str]:
+    """A model's list tool's arguments and description: ``filters`` (names to the type of their
+    exact value, each optional), ``search`` (the text fields a ``search`` argument matches),
+    ``page`` and a bounded ``page_size``."""
+    params = {
+        name: inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=kind | None)
+        for name, kind in filters.items()
+    }
+    extra: dict[str, Any] = {}
+    if search:
+        extra["search"] = (str | None, None)
+    extra["page"] = (Annotated[int, Field(ge=1)], 1)
+    extra["page_size"] = (Annotated[int, Field(ge=1, le=max_page_size)], page_size)
+    described = f"List {plural}, {page_size} to a page"
+    if filters:
+        described += ", filtered by " + ", ".join(filters)
+    if search:
+        described += "; search matches " + ", ".join(search)
+    return tool_arguments(params, extra, owner), described + "."
+
+
+def get_tool(key: str, kind: Any, model_name: str, owner: str) -> tuple[ToolArguments, str]:
+    """A model's get tool's arguments (its primary key ``key``, of type ``kind``) and description."""
+    param = {key: inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, annotation=kind)}
+    return tool_arguments(param, None, owner), f"Get one {model_name} by its {key}."
+
+
+def add_tool(
+    server: Any,
+    name: str,
+    description: str,
+    spec: ToolArguments,
+    call: Callable[[dict[str, Any]], CallToolResult],
+    guard: Callable[[Callable[..., Any]], Any] | None,
+) -> None:
+    """Register a model tool on ``server``, hidden from callers ``guard`` (if any) refuses."""
+    fn = tool_function(name, description, spec, call)
+    if guard is not None:
+        guard(fn)
+    server.tool(name=name, description=description)(fn)
 
 
 def default_names(model_name: str, plural: str) -> dict[str, str]:
