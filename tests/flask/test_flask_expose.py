@@ -4,6 +4,7 @@ model's rows are read through the caller's query, on both protocol eras."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 from collections.abc import Callable, Iterator
@@ -12,9 +13,12 @@ from pathlib import Path
 
 import pytest
 from flask import Flask
-from sqlalchemy import select
+from mcp.server import MCPServer
+from sqlalchemy import create_engine, select
+from sqlalchemy.orm import Session
 
 from mcp_common.fast import FastPath
+from mcp_flask import MCP, model_tools, view_tool
 from tests.expose_checks import (
     check_an_html_page,
     check_pages_filters_and_search,
@@ -24,21 +28,33 @@ from tests.expose_checks import (
 from tests.flask import exposed_app
 from tests.flask.exposed_app import Order, Status, User, db
 from tests.flask.inprocess import Caller
+from tests.flask.test_flask_elicitation_store import PostgresDatabases
 
 ERAS = ["legacy", "modern"]
 
 
-@pytest.fixture(params=["fast", "sdk"])
+@pytest.fixture(scope="module")
+def pg_databases() -> Iterator[PostgresDatabases]:
+    databases = PostgresDatabases()
+    yield databases
+    databases.drop_all()
+
+
+@pytest.fixture(params=["fast", "sdk", pytest.param("postgres", marks=pytest.mark.postgres)])
 def app(
     request: pytest.FixtureRequest, make_app: Callable[..., Flask], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Flask]:
     """The shop, its tools run on the core's fast path (in the request's thread and app context)
     or, as when the fast path declines a call, on the SDK's (in an application context of their
-    own, on another thread)."""
+    own, on another thread); its orders in SQLite, or in PostgreSQL (on the fast path)."""
     if request.param == "sdk":
         monkeypatch.setattr(FastPath, "handle_sync", lambda self, request: None)
         monkeypatch.setattr(FastPath, "handle_resolving_sync", lambda self, request: None)
-    app = exposed_app.create_app(make_app(SQLALCHEMY_DATABASE_URI=f"sqlite:///{tmp_path / 'shop.sqlite3'}"))
+    if request.param == "postgres":
+        uri = request.getfixturevalue("pg_databases").new()
+    else:
+        uri = f"sqlite:///{tmp_path / 'shop.sqlite3'}"
+    app = exposed_app.create_app(make_app(SQLALCHEMY_DATABASE_URI=uri))
     yield app
     with app.app_context():
         db.engine.dispose()
@@ -181,3 +197,58 @@ def test_model_tools_follow_their_permission_and_check_their_arguments(
         answer = alice.send("tools/call", {"name": "list_orders", "arguments": bad})
         assert answer["result"]["isError"] is True, bad
         assert "validation error" in text(answer["result"]), bad
+
+
+# -- configuration -----------------------------------------------------------------------------
+
+
+def test_bad_options_fail_at_start_up_naming_the_option() -> None:
+    server = MCPServer("misconfigured")
+    for options, message in (
+        ({"fields": ["number", "nope"]}, "fields names 'nope'"),
+        ({"fields": "number"}, "fields= must name the columns"),
+        ({"fields": "__all__", "filters": ["colour"]}, "filters names 'colour'"),
+        ({"fields": "__all__", "search": ["total"]}, "search column 'total' is not a text column"),
+        ({"fields": "__all__", "search": ["status"]}, "search column 'status' is not a text column"),
+        ({"fields": "__all__", "ordering": ["-when"]}, "ordering names 'when'"),
+        ({"fields": "__all__", "actions": ("list", "delete")}, "actions are"),
+        ({"fields": "__all__", "page_size": 0}, "page_size must be between 1 and max_page_size"),
+        ({"fields": "__all__", "page_size": 50, "max_page_size": 20}, "page_size must be"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            model_tools(server, Order, **options)
+    with pytest.raises(TypeError, match="not a SQLAlchemy mapped class"):
+        model_tools(server, dict, fields="__all__")
+    with pytest.raises(TypeError, match=r"neither a view function nor a flask\.views\.View"):
+        view_tool(server, dict)
+    with pytest.raises(ValueError, match="give the tool a name="):
+        view_tool(server, lambda: "anonymous")
+    with pytest.raises(TypeError, match="both a path argument and a query or body argument"):
+        view_tool(server, exposed_app.order_page, arguments={"number": str})
+    assert not asyncio.run(server.list_tools())  # nothing half-registered
+
+
+def test_model_tools_read_with_the_session_given_or_say_how_to_get_one(
+    make_app: Callable[..., Flask], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = create_engine(f"sqlite:///{tmp_path / 'plain.sqlite3'}")
+    exposed_app.Base.metadata.create_all(engine)
+    with Session(engine) as session, session.begin():
+        owner = User(name="ann")
+        session.add(owner)
+        session.flush()
+        placed = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+        session.add(Order(number="C-1", customer="Ann", total=Decimal("1.50"), placed=placed, owner_id=owner.id))
+    server = MCPServer("plain SQLAlchemy")
+    model_tools(server, Order, fields=["number", "total"], names={"list": "orders"}, session=lambda: Session(engine))
+    model_tools(server, User, fields=["name"], actions=("list",))  # no session: Flask-SQLAlchemy's
+    app = make_app()
+    MCP(app, server=server)
+    MCP.migrate(app)
+    caller = Caller(app, None, "modern")
+    assert set(caller.tools()) == {"orders", "get_order", "list_users"}
+    assert caller.call("orders")["structuredContent"]["results"] == [{"number": "C-1", "total": "1.50"}]
+    missing = caller.call("list_users")
+    assert missing["isError"] is True and text(missing) == "Error executing tool list_users"
+    assert any("db.init_app(app)" in str(record.exc_info) for record in caplog.records if record.exc_info)
+    engine.dispose()
