@@ -106,6 +106,10 @@ def cancel_order(number: str) -> ResponseReturnValue:
     return {"number": order.number, "status": order.status.value, "reason": request.get_json()["reason"]}
 
 
+# Routed for GET only: as a POST tool its URL cannot be built, and it is refused.
+view_tool(mcp, order_list, name="post_order_list", method="POST")
+
+
 @view_tool(mcp, name="order_count")
 class OrderCount(MethodView):
     """How many orders the shop has (a class-based view)."""

@@ -139,6 +139,11 @@ def test_class_based_and_async_views(app: Flask, era: str, shop: dict[str, int])
     assert caller.call("whoami")["structuredContent"] == {"user": "bob", "method": "GET", "path": "/whoami"}
 
 
+def test_a_routed_view_whose_url_cannot_be_built_is_not_called(app: Flask, shop: dict[str, int]) -> None:
+    refused = Caller(app, "alice", "modern").call("post_order_list")
+    assert refused["isError"] is True and text(refused).startswith("The view's URL cannot be built for POST")
+
+
 @pytest.mark.parametrize("era", ERAS)
 def test_a_caller_signed_in_by_a_request_loader_is_the_views_user(app: Flask, era: str, shop: dict[str, int]) -> None:
     caller = Caller(app, None, era, headers={"Authorization": "Bearer bob"})
