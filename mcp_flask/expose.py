@@ -302,6 +302,8 @@ def _login_url() -> str | None:
 
 
 def _view_response(response: Response) -> ViewResponse:
+    # ``send_file`` answers in passthrough mode, for the WSGI server's file wrapper: read it here.
+    response.direct_passthrough = False
     try:
         body = response.get_data()
     finally:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import io
 from decimal import Decimal
 
-from flask import Blueprint, Flask, Request, Response, abort, g, redirect, render_template_string, request
+from flask import Blueprint, Flask, Request, Response, abort, g, redirect, render_template_string, request, send_file
 from flask.typing import ResponseReturnValue
 from flask.views import MethodView
 from flask_login import LoginManager, UserMixin, current_user, login_required, login_user
@@ -148,6 +149,11 @@ def teapot() -> ResponseReturnValue:
 @view_tool(mcp)
 def invoice() -> ResponseReturnValue:
     return Response(b"%PDF-1.7", mimetype="application/pdf")
+
+
+@view_tool(mcp)
+def price_list() -> ResponseReturnValue:
+    return send_file(io.BytesIO(b"teapot 12.00"), mimetype="text/plain")
 
 
 @view_tool(mcp)

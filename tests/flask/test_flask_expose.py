@@ -157,6 +157,8 @@ def test_what_a_tool_cannot_return_is_a_clear_error_and_a_crash_tells_nothing(
     app: Flask, era: str, shop: dict[str, int], caplog: pytest.LogCaptureFixture
 ) -> None:
     check_what_a_tool_cannot_return(Caller(app, "bob", era), caplog, "I'm a teapot")
+    sent = Caller(app, "bob", era).call("price_list")  # send_file's passthrough body is read
+    assert not sent.get("isError") and text(sent) == "teapot 12.00"
 
 
 @pytest.mark.parametrize("era", ERAS)
