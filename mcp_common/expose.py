@@ -11,16 +11,21 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime as dt
+import decimal
+import enum
 import inspect
 import json
 import logging
 import math
 import re
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from html.parser import HTMLParser
+from typing import Annotated, Any
 
 from mcp.types import CallToolResult, TextContent
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from mcp_common.permissions import PERMISSION_ATTR, TOOLS_ATTR, require
 
@@ -179,8 +184,60 @@ def share_permission(view: Any, tool_fn: Callable[..., Any]) -> None:
         setattr(view, TOOLS_ATTR, (*getattr(view, TOOLS_ATTR, ()), tool_fn))
 
 
+def describe_view(
+    view: Callable[..., Any],
+    view_class: type | None,
+    name: str | None,
+    description: str | None,
+    arguments: Mapping[str, Any] | type[BaseModel] | None,
+    path_arguments: Mapping[str, Any] | None,
+    path: Callable[[], Mapping[str, inspect.Parameter]],
+    invalid: type[Exception] = ValueError,
+) -> tuple[str, ToolArguments, str]:
+    """A view tool's name, arguments and description, the same way in every adapter.
+
+    The name defaults to the function's (a class-based view: its class's, in snake case), the
+    description to the docstring. The path arguments are ``path_arguments`` (names to types)
+    or, without them, ``path()``: the view's own. A view with no usable name raises ``invalid``.
+    """
+    tool_name = name or (snake_case(view_class.__name__) if view_class else getattr(view, "__name__", ""))
+    if not tool_name.isidentifier():
+        raise invalid(f"view_tool(): give the tool a name= ({view!r} has none usable)")
+    if path_arguments is not None:
+        params = {
+            n: inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=t) for n, t in path_arguments.items()
+        }
+    else:
+        params = dict(path())
+    spec = tool_arguments(params, arguments, f"view_tool({tool_name})")
+    doc = description or inspect.getdoc(view_class or view) or f"Calls the view {tool_name}."
+    return tool_name, spec, doc
+
+
+def snake_case(name: str) -> str:
+    """``OrderCount`` → ``order_count``: a class's name as a tool's."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def query_pairs(values: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A view's query-string arguments as pairs (a list as a repeated key), as a form sends them."""
+    pairs: list[tuple[str, str]] = []
+    for key, value in values.items():
+        items: Iterable[Any] = value if isinstance(value, list | tuple) else (value,)
+        pairs.extend((key, _query_value(item)) for item in items)
+    return pairs
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dt.date | dt.datetime):
+        return value.isoformat()
+    return str(value)
+
+
 def view_result(
-    response: ViewResponse, html_to_text: Callable[[str], str], login_url: str | None = None
+    response: ViewResponse, html_to_text: Callable[[str], str] | None = None, login_url: str | None = None
 ) -> CallToolResult:
     """The tool's result for a view's response (see the module's docstring)."""
     status = response.status
@@ -209,7 +266,7 @@ def view_result(
     return CallToolResult(content=[TextContent(type="text", text=_cut(text))])
 
 
-def _text(response: ViewResponse, kind: str, html_to_text: Callable[[str], str]) -> str | None:
+def _text(response: ViewResponse, kind: str, to_text: Callable[[str], str] | None) -> str | None:
     textual = (
         kind.startswith("text/") or kind in ("application/json", "application/xml") or kind.endswith(("+json", "+xml"))
     )
@@ -220,8 +277,55 @@ def _text(response: ViewResponse, kind: str, html_to_text: Callable[[str], str])
     except (LookupError, UnicodeDecodeError):
         text = response.body.decode("utf-8", "replace")
     if kind in ("text/html", "application/xhtml+xml"):
-        text = _tidy(html_to_text(text))
+        text = _tidy((to_text or html_to_text)(text))
     return text
+
+
+_HIDDEN = frozenset({"script", "style", "template"})
+_LINE_BREAKS = frozenset({"br", "hr"})
+_BLOCKS = frozenset({
+    "p", "div", "li", "dt", "dd", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "title", "head", "header", "footer",
+    "nav", "section", "article", "table", "ul", "ol", "pre", "blockquote",
+})  # fmt: skip
+
+
+class _TextParser(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.hidden = 0
+
+    def handle_starttag(self, tag: str, attrs: Any) -> None:
+        if tag in _HIDDEN:
+            self.hidden += 1
+        elif tag in _LINE_BREAKS:
+            self.parts.append("\n")
+
+    def handle_startendtag(self, tag: str, attrs: Any) -> None:
+        if tag in _LINE_BREAKS:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in _HIDDEN:
+            self.hidden = max(0, self.hidden - 1)
+        elif tag in _BLOCKS:
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if not self.hidden:
+            self.parts.append(data)
+
+
+def html_to_text(markup: str) -> str:
+    """A page's text: scripts and styles dropped, block ends as line breaks, entities decoded.
+
+    The standard library's HTML parser, the same in every adapter: what a tool returns for a
+    page does not depend on the framework that rendered it.
+    """
+    parser = _TextParser()
+    parser.feed(markup)
+    parser.close()
+    return "".join(parser.parts)
 
 
 def _tidy(text: str) -> str:
@@ -268,6 +372,97 @@ def object_result(row: dict[str, Any]) -> CallToolResult:
     return CallToolResult(
         content=[TextContent(type="text", text=json.dumps(row, ensure_ascii=False))], structured_content=row
     )
+
+
+def json_value(value: Any) -> Any:
+    """A column's value as JSON, as Django's ``DjangoJSONEncoder`` writes it: ``Decimal`` and
+    ``UUID`` as strings, times in ISO 8601 to the millisecond with ``Z`` for UTC, durations as
+    ISO 8601 durations, enums by value."""
+    if isinstance(value, enum.Enum):
+        return json_value(value.value)
+    if isinstance(value, dt.datetime):
+        text = value.isoformat()
+        if value.microsecond:
+            text = text[:23] + text[26:]
+        return text[:-6] + "Z" if text.endswith("+00:00") else text
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, dt.time):
+        text = value.isoformat()
+        return text[:12] if value.microsecond else text
+    if isinstance(value, dt.timedelta):
+        return _iso_duration(value)
+    if isinstance(value, decimal.Decimal | uuid.UUID):
+        return str(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return None  # binary columns say nothing a model can read
+    if isinstance(value, list | tuple):
+        return [json_value(item) for item in value]
+    if isinstance(value, dict):
+        return {str(key): json_value(item) for key, item in value.items()}
+    return value
+
+
+def _iso_duration(duration: dt.timedelta) -> str:
+    sign = "-" if duration < dt.timedelta(0) else ""
+    duration = abs(duration)
+    minutes, seconds = divmod(duration.seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    fraction = f".{duration.microseconds:06d}" if duration.microseconds else ""
+    return f"{sign}P{duration.days}DT{hours:02d}H{minutes:02d}M{seconds:02d}{fraction}S"
+
+
+def pluralize(name: str) -> str:
+    """An English plural good enough for a tool's name (``category`` → ``categories``)."""
+    if re.search(r"[^aeiou]y$", name):
+        return name[:-1] + "ies"
+    if name.endswith(("s", "x", "z", "ch", "sh")):
+        return name + "es"
+    return name + "s"
+
+
+def list_tool(
+    filters: Mapping[str, Any], search: Sequence[str], page_size: int, max_page_size: int, plural: str, owner: str
+) -> tuple[ToolArguments, str]:
+    """A model's list tool's arguments and description: ``filters`` (names to the type of their
+    exact value, each optional), ``search`` (the text fields a ``search`` argument matches),
+    ``page`` and a bounded ``page_size``."""
+    params = {
+        name: inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=kind | None)
+        for name, kind in filters.items()
+    }
+    extra: dict[str, Any] = {}
+    if search:
+        extra["search"] = (str | None, None)
+    extra["page"] = (Annotated[int, Field(ge=1)], 1)
+    extra["page_size"] = (Annotated[int, Field(ge=1, le=max_page_size)], page_size)
+    described = f"List {plural}, {page_size} to a page"
+    if filters:
+        described += ", filtered by " + ", ".join(filters)
+    if search:
+        described += "; search matches " + ", ".join(search)
+    return tool_arguments(params, extra, owner), described + "."
+
+
+def get_tool(key: str, kind: Any, model_name: str, owner: str) -> tuple[ToolArguments, str]:
+    """A model's get tool's arguments (its primary key ``key``, of type ``kind``) and description."""
+    param = {key: inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, annotation=kind)}
+    return tool_arguments(param, None, owner), f"Get one {model_name} by its {key}."
+
+
+def add_tool(
+    server: Any,
+    name: str,
+    description: str,
+    spec: ToolArguments,
+    call: Callable[[dict[str, Any]], CallToolResult],
+    guard: Callable[[Callable[..., Any]], Any] | None,
+) -> None:
+    """Register a model tool on ``server``, hidden from callers ``guard`` (if any) refuses."""
+    fn = tool_function(name, description, spec, call)
+    if guard is not None:
+        guard(fn)
+    server.tool(name=name, description=description)(fn)
 
 
 def default_names(model_name: str, plural: str) -> dict[str, str]:

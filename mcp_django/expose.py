@@ -29,14 +29,11 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import html
-import inspect
 import io
 import json
-import re
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Annotated, Any, Literal, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, TypeVar
 from urllib.parse import urlencode
 
 from asgiref.sync import iscoroutinefunction
@@ -55,23 +52,27 @@ from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponseBase
 from django.shortcuts import resolve_url
 from django.urls import NoReverseMatch, reverse
-from django.utils.html import strip_tags
 from mcp.types import CallToolResult
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from mcp_common import current_request
 from mcp_common.expose import (
     BODY_METHODS,
     ToolArguments,
     ViewResponse,
+    add_tool,
     default_names,
+    describe_view,
     error,
     failed,
+    get_tool,
+    html_to_text,
+    list_tool,
     object_result,
     page_result,
     path_parameters,
+    query_pairs,
     share_permission,
-    tool_arguments,
     tool_function,
     view_result,
 )
@@ -80,12 +81,6 @@ from mcp_common.permissions import require
 V = TypeVar("V", bound=Callable[..., Any])
 M = TypeVar("M", bound=type[models.Model])
 
-_SCRIPT = re.compile(r"<(script|style|template)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
-_BLOCK = re.compile(
-    r"<(?:br|hr|/(?:p|div|li|dt|dd|tr|h[1-6]|title|head|header|footer|nav|section|article|table|ul|ol|pre|blockquote))"
-    r"\b[^>]*>",
-    re.IGNORECASE,
-)
 _COPIED_META = ("REMOTE_ADDR", "REMOTE_HOST", "SERVER_NAME", "SERVER_PORT", "SERVER_PROTOCOL", "SCRIPT_NAME")
 
 
@@ -132,17 +127,16 @@ def _register_view(
     title: str | None,
 ) -> Callable[..., Any]:
     view_class = getattr(view, "view_class", None)
-    tool_name = name or (_snake(view_class.__name__) if view_class else getattr(view, "__name__", ""))
-    if not tool_name.isidentifier():
-        raise ImproperlyConfigured(f"view_tool(): give the tool a name= ({view!r} has none usable)")
-    if path_arguments is not None:
-        path = {
-            n: inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=t) for n, t in path_arguments.items()
-        }
-    else:
-        path = path_parameters(view) if view_class is None else {}
-    spec = tool_arguments(path, arguments, f"view_tool({tool_name})")
-    doc = description or inspect.getdoc(view_class or view) or f"Calls the view {tool_name}."
+    tool_name, spec, doc = describe_view(
+        view,
+        view_class,
+        name,
+        description,
+        arguments,
+        path_arguments,
+        lambda: path_parameters(view) if view_class is None else {},
+        ImproperlyConfigured,
+    )
 
     def respond(response: HttpResponseBase) -> CallToolResult:
         # Resolved per call: at registration the URLconf may still be importing this module.
@@ -168,13 +162,10 @@ def _register_view(
                 return _refusal(exc, tool_name)
 
         fn = tool_function(tool_name, doc, spec, call)
+    # ``@mcp_django.permission_required`` on the view, above or below this decorator, hides the tool.
     share_permission(view, fn)
     server.tool(name=tool_name, title=title, description=doc)(fn)
     return fn
-
-
-def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 def _request_for(
@@ -184,7 +175,7 @@ def _request_for(
     path_args, rest = spec.split(values)
     outer = _outer_request()
     body = json.dumps(rest, cls=DjangoJSONEncoder).encode() if method in BODY_METHODS else b""
-    query = "" if method in BODY_METHODS else urlencode([(k, _query_value(v)) for k, v in _pairs(rest)])
+    query = "" if method in BODY_METHODS else urlencode(query_pairs(rest))
     environ: dict[str, Any] = {}
     if outer is not None:
         environ.update(
@@ -227,22 +218,6 @@ def _outer_request() -> HttpRequest | None:
     return native if isinstance(native, HttpRequest) else None
 
 
-def _pairs(values: Mapping[str, Any]) -> Iterable[tuple[str, Any]]:
-    for key, value in values.items():
-        if isinstance(value, list | tuple):
-            yield from ((key, item) for item in value)
-        else:
-            yield key, value
-
-
-def _query_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dt.date | dt.datetime):
-        return value.isoformat()
-    return str(value)
-
-
 def _view_response(response: HttpResponseBase) -> ViewResponse:
     render = getattr(response, "render", None)
     if callable(render) and not getattr(response, "is_rendered", True):
@@ -275,12 +250,6 @@ def _refusal(exc: Exception, tool_name: str) -> CallToolResult:
     if isinstance(exc, BadRequest | SuspiciousOperation):
         return error("400 Bad Request")
     return failed(tool_name)
-
-
-def html_to_text(markup: str) -> str:
-    """A page's text: scripts and styles dropped, block ends as line breaks, entities decoded."""
-    markup = _BLOCK.sub(lambda m: m.group(0) + "\n", _SCRIPT.sub("", markup))
-    return html.unescape(strip_tags(markup))
 
 
 # -- models ------------------------------------------------------------------------------------
@@ -406,17 +375,7 @@ def _register_model(
         return json.loads(json.dumps(row, cls=DjangoJSONEncoder))
 
     if "list" in actions:
-        list_params = {
-            f.name: inspect.Parameter(
-                f.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=_annotation(f) | None
-            )
-            for f in filtered
-        }
-        extra: dict[str, Any] = {}
-        if searched:
-            extra["search"] = (str | None, None)
-        extra["page"] = (_bounded(1, None), 1)
-        extra["page_size"] = (_bounded(1, max_page_size), page_size)
+        filter_types = {f.name: _annotation(f) for f in filtered}
 
         def list_rows(values: dict[str, Any]) -> CallToolResult:
             try:
@@ -426,7 +385,7 @@ def _register_model(
 
         def listing(values: dict[str, Any]) -> CallToolResult:
             query = rows(_outer_request()).filter(
-                **{n: v for n, v in values.items() if n in list_params and v is not None}
+                **{n: v for n, v in values.items() if n in filter_types and v is not None}
             )
             text = values.get("search")
             if text:
@@ -439,20 +398,18 @@ def _register_model(
             chunk = query.order_by(*order)[(page - 1) * size : page * size]
             return page_result([serialize(obj) for obj in chunk], count, page, size)
 
-        described = f"List {meta.verbose_name_plural}, {page_size} to a page"
-        if filtered:
-            described += ", filtered by " + ", ".join(f.name for f in filtered)
-        if searched:
-            described += "; search matches " + ", ".join(f.name for f in searched)
-        spec = tool_arguments(list_params, extra, owner)
-        fn = tool_function(tool_names["list"], described + ".", spec, list_rows)
-        if guard is not None:
-            guard(fn)
-        server.tool(name=tool_names["list"], description=described + ".")(fn)
+        spec, described = list_tool(
+            filter_types,
+            [f.name for f in searched],
+            page_size,
+            max_page_size,
+            str(meta.verbose_name_plural),
+            owner,
+        )
+        add_tool(server, tool_names["list"], described, spec, list_rows, guard)
 
     if "get" in actions:
         pk = meta.pk
-        key = {pk.name: inspect.Parameter(pk.name, inspect.Parameter.KEYWORD_ONLY, annotation=_annotation(pk))}
 
         def get_row(values: dict[str, Any]) -> CallToolResult:
             try:
@@ -463,11 +420,8 @@ def _register_model(
                 return error(f"No {meta.verbose_name} with {pk.name} {values[pk.name]}.")
             return object_result(serialize(obj))
 
-        described = f"Get one {meta.verbose_name} by its {pk.name}."
-        fn = tool_function(tool_names["get"], described, tool_arguments(key, None, owner), get_row)
-        if guard is not None:
-            guard(fn)
-        server.tool(name=tool_names["get"], description=described)(fn)
+        spec, described = get_tool(pk.name, _annotation(pk), str(meta.verbose_name), owner)
+        add_tool(server, tool_names["get"], described, spec, get_row, guard)
 
 
 def _field(meta: Any, name: str, owner: str) -> Any:
@@ -492,10 +446,6 @@ def _annotation(field: Any) -> Any:
     if kind in _INTEGER_TYPES:
         return int
     return _TYPES.get(kind, str)
-
-
-def _bounded(low: int, high: int | None) -> Any:
-    return Annotated[int, Field(ge=low, le=high)]
 
 
 __all__ = ["html_to_text", "model_tools", "view_tool"]

@@ -11,6 +11,7 @@ Then ``flask mcp migrate`` creates the tables that legacy sessions, elicitations
 from __future__ import annotations
 
 from mcp_flask.elicitation import ElicitUrl, UrlConsent, complete_elicitation, elicitation_completed
+from mcp_flask.expose import model_tools, view_tool
 from mcp_flask.extension import MCP, MCPState, flask_login_principal, get_state
 from mcp_flask.migrations import migrate
 from mcp_flask.permissions import permission_required
@@ -30,5 +31,7 @@ __all__ = [
     "get_state",
     "make_engine",
     "migrate",
+    "model_tools",
     "permission_required",
+    "view_tool",
 ]

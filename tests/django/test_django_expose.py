@@ -14,6 +14,12 @@ from django.contrib.auth.models import Permission, User
 
 from example_project.django_site.shop.models import Order
 from tests.django import inprocess
+from tests.expose_checks import (
+    check_an_html_page,
+    check_pages_filters_and_search,
+    check_what_a_tool_cannot_return,
+    text,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -34,10 +40,6 @@ class Caller(inprocess.Caller):
         answer = self.call_tool(name, arguments)
         assert "result" in answer, answer
         return dict(answer["result"])
-
-
-def text(result: dict[str, Any]) -> str:
-    return "\n".join(item["text"] for item in result["content"])
 
 
 @pytest.fixture
@@ -84,16 +86,7 @@ def test_a_json_view_answers_as_structured_content_for_the_caller(path: str, era
 @pytest.mark.parametrize("era", ERAS)
 @pytest.mark.parametrize("path", PATHS)
 def test_an_html_view_answers_its_text_and_its_decorators_apply(path: str, era: str, shop: dict[str, User]) -> None:
-    alice = Caller(path, era, shop["alice"])
-    schema = alice.tools()["order_page"]["inputSchema"]
-    assert schema["required"] == ["number"] and schema["properties"]["number"]["type"] == "string"
-    page = alice.call("order_page", number="A-2")
-    assert text(page) == "Order\n\nOrder A-2\nCustomer: Alice Ltd & co.\nStatus: New" and not page.get("isError")
-    missing = alice.call("order_page", number="Z-9")
-    assert missing["isError"] is True and text(missing) == "404 Not Found"
-    # login_required sends anonymous callers to the login page: the tool says so.
-    anonymous = Caller(path, era).call("order_page", number="A-2")
-    assert anonymous["isError"] is True and text(anonymous).startswith("Authentication required")
+    check_an_html_page(Caller(path, era, shop["alice"]), Caller(path, era))
 
 
 @pytest.mark.parametrize("era", ERAS)
@@ -124,19 +117,7 @@ def test_class_based_and_async_views(path: str, shop: dict[str, User]) -> None:
 def test_what_a_tool_cannot_return_is_a_clear_error_and_a_crash_tells_nothing(
     path: str, era: str, shop: dict[str, User], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caller = Caller(path, era, shop["bob"])
-    broken = caller.call("broken")
-    assert broken["isError"] is True and text(broken) == "500 Internal Server Error: the view failed."
-    assert "hunter2" not in json.dumps(broken)
-    assert any("hunter2" in str(record.exc_info) for record in caplog.records if record.exc_info)
-    moved = caller.call("moved")
-    assert moved["isError"] is True and "redirected (302) to /somewhere/else" in text(moved)
-    teapot = caller.call("teapot")
-    assert teapot["isError"] is True and text(teapot) == "418 I'm a Teapot: short and stout"
-    invoice = caller.call("invoice")
-    assert invoice["isError"] is True and "application/pdf" in text(invoice)
-    page = caller.call("template_page")  # a TemplateResponse is rendered first
-    assert not page.get("isError") and text(page) == "Hello bob"
+    check_what_a_tool_cannot_return(Caller(path, era, shop["bob"]), caplog, "I'm a Teapot")
 
 
 @pytest.mark.parametrize("era", ERAS)
@@ -161,27 +142,8 @@ def test_a_permission_on_the_view_hides_its_tool(era: str, shop: dict[str, User]
 def test_a_model_is_listed_page_by_page_through_the_callers_queryset(
     path: str, era: str, shop: dict[str, User]
 ) -> None:
-    alice = Caller(path, era, shop["alice"])
-    tools = alice.tools()
-    schema = tools["list_orders"]["inputSchema"]
-    assert set(schema["properties"]) == {"status", "owner", "search", "page", "page_size"}
-    status = {"enum": ["new", "paid", "shipped", "cancelled"], "type": "string"}
-    assert status in schema["properties"]["status"]["anyOf"]
-    first = alice.call("list_orders")["structuredContent"]
-    assert [row["number"] for row in first["results"]] == ["A-3", "A-2"]  # Meta.ordering: newest first
-    assert (first["count"], first["page"], first["pages"]) == (3, 1, 2)
-    assert first["results"][0] == {
-        "number": "A-3", "customer": "Alice Ltd", "status": "shipped", "total": "7.25",
-        "placed": "2026-11-04T09:00:00Z", "owner": shop["alice"].pk,
-    }  # fmt: skip
-    second = alice.call("list_orders", page=2)["structuredContent"]
-    assert [row["number"] for row in second["results"]] == ["A-1"]
-    assert alice.call("list_orders", status="paid")["structuredContent"]["count"] == 1
-    # Bob's order is not in Alice's queryset, whatever she asks.
-    assert alice.call("list_orders", search="bob")["structuredContent"]["count"] == 0
-    assert alice.call("list_orders", owner=shop["bob"].pk)["structuredContent"]["results"] == []
-    staff = Caller(path, era, shop["clerk"]).call("list_orders", search="BOB", page_size=5)["structuredContent"]
-    assert [row["number"] for row in staff["results"]] == ["B-1"]
+    owners = {name: user.pk for name, user in shop.items()}
+    check_pages_filters_and_search(Caller(path, era, shop["alice"]), Caller(path, era, shop["clerk"]), "owner", owners)
 
 
 @pytest.mark.parametrize("era", ERAS)

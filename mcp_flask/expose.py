@@ -1,0 +1,490 @@
+"""A Flask application's existing views and SQLAlchemy models as tools.
+
+    import mcp_flask
+
+    @mcp_flask.view_tool(mcp, arguments={"q": (str | None, None)})
+    @app.get("/orders/<int:order_id>")
+    @login_required
+    def order_detail(order_id: int): ...                  # a tool named order_detail(order_id, q)
+
+    mcp_flask.model_tools(mcp, Product, fields=["id", "name", "price"], filters=["category"],
+                          search=["name"])                # list_products(...) and get_product(id)
+
+A view tool calls the view in a request context of its own, built from the MCP request: the
+same headers (``Cookie``, ``Authorization``, ``Host``...) and client address, so Flask-Login's
+``current_user`` is the caller; the view's own URL when it is routed; the tool's path arguments
+as the view's keyword arguments and its other arguments as the query string (GET, HEAD, DELETE)
+or a JSON body (POST, PUT, PATCH). The view runs as Flask's dispatch would run it, minus
+routing: the ``before_request`` functions of the app and of the view's blueprint run first (a
+blueprint's guard applies to its views called as tools too; one that answers answers for the
+view), then the view with its own decorators (``login_required``), then the ``after_request``
+functions. Changes to the Flask session are not sent back to the client. What the view answers
+becomes the tool's result: JSON as structured content, HTML as its text, a redirect, ``abort()``
+or a 4xx as a tool error naming it, and a crash as "500 Internal Server Error" with the
+traceback in the log. Flask's error handlers do not run: their pages are for browsers.
+
+Model tools read a model through ``query()``, a ``select()`` that defaults to every row and can
+be narrowed per caller (``query=lambda: select(Order).where(Order.owner_id == current_user.id)``);
+it runs in the same kind of request context as a view. Flask has no model permissions: the tools
+are offered to everyone unless ``permission`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Literal, TypeVar
+from urllib.parse import urlencode
+
+import sqlalchemy as sa
+from flask import Flask, Response, current_app, request, url_for
+from flask.views import View
+from mcp.types import CallToolResult
+from pydantic import BaseModel
+from sqlalchemy.orm import Mapper, Session
+from werkzeug.exceptions import HTTPException
+from werkzeug.http import HTTP_STATUS_CODES
+from werkzeug.routing import BuildError
+from werkzeug.test import EnvironBuilder
+
+from mcp_common import current_request
+from mcp_common.expose import (
+    BODY_METHODS,
+    ViewResponse,
+    add_tool,
+    default_names,
+    describe_view,
+    error,
+    failed,
+    get_tool,
+    html_to_text,
+    json_value,
+    list_tool,
+    object_result,
+    page_result,
+    path_parameters,
+    pluralize,
+    query_pairs,
+    share_permission,
+    snake_case,
+    tool_function,
+    view_result,
+)
+from mcp_flask.permissions import permission_required
+
+V = TypeVar("V", bound=Callable[..., Any])
+M = TypeVar("M", bound=type)
+
+_NOT_COPIED = frozenset({"content-length", "content-type", "host"})
+_COPIED_ENVIRON = ("REMOTE_ADDR", "REMOTE_PORT", "REMOTE_USER", "AUTH_TYPE", "SERVER_PROTOCOL")
+"""What the server or a WSGI middleware says about the caller, besides its headers."""
+
+
+def view_tool(
+    server: Any,
+    view: V | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    method: str = "GET",
+    arguments: Mapping[str, Any] | type[BaseModel] | None = None,
+    path_arguments: Mapping[str, Any] | None = None,
+    title: str | None = None,
+) -> Any:
+    """Register ``view`` as a tool of ``server``; as a decorator without ``view``.
+
+    ``view`` is a view function (put the decorator above or below ``@app.get(...)``, which
+    returns the function) or a ``flask.views.View`` subclass (served through ``as_view``).
+    ``name`` defaults to the function's name (a class: its name in snake case), ``description``
+    to its docstring. The tool's arguments are the view's own parameters (its URL's variables,
+    typed by their annotations; for a class, those of its handler for ``method``) or
+    ``path_arguments`` (names to types), and ``arguments`` (names to a type or a
+    ``(type, default)`` pair, or a Pydantic model), sent as the query string or a JSON body
+    depending on ``method``. The view is returned unchanged.
+    """
+
+    http_method = method.upper()
+
+    def register(view: V) -> V:
+        view_class: type[View] | None = view if isinstance(view, type) and issubclass(view, View) else None
+        if view_class is None and isinstance(view, type):
+            raise TypeError(f"view_tool(): {view!r} is neither a view function nor a flask.views.View subclass")
+
+        def own_parameters() -> dict[str, inspect.Parameter]:
+            if view_class is not None:
+                handler = getattr(view_class, http_method.lower(), None) or view_class.dispatch_request
+                return path_parameters(handler, skip=1)  # after ``self``
+            return path_parameters(view, skip=0)  # a Flask view takes no request
+
+        tool_name, spec, doc = describe_view(
+            view, view_class, name, description, arguments, path_arguments, own_parameters
+        )
+        function = view_class.as_view(tool_name) if view_class is not None else view
+
+        def start(values: dict[str, Any]) -> tuple[_CallerRequest, dict[str, Any]]:
+            path_args, rest = spec.split(values)
+            return _CallerRequest(tool_name, _view_path(view, path_args, http_method), http_method, rest), path_args
+
+        if inspect.iscoroutinefunction(function):
+            # Awaited on the tool's own loop: ``ensure_sync`` would start a loop inside a loop.
+            async def call_async(values: dict[str, Any]) -> CallToolResult:
+                caller, path_args = start(values)
+                with caller:
+                    if caller.answer is None:
+                        try:
+                            caller.respond(await function(**path_args))
+                        except Exception as exc:
+                            caller.refuse(exc)
+                return caller.result()
+
+            fn = tool_function(tool_name, doc, spec, call_async)
+        else:
+
+            def call(values: dict[str, Any]) -> CallToolResult:
+                caller, path_args = start(values)
+                with caller:
+                    if caller.answer is None:
+                        try:
+                            caller.respond(current_app.ensure_sync(function)(**path_args))
+                        except Exception as exc:
+                            caller.refuse(exc)
+                return caller.result()
+
+            fn = tool_function(tool_name, doc, spec, call)
+        # ``@mcp_flask.permission_required`` on the view, above or below this decorator, hides the tool.
+        share_permission(view, fn)
+        server.tool(name=tool_name, title=title, description=doc)(fn)
+        return view
+
+    return register(view) if view is not None else register
+
+
+class _CallerRequest:
+    """One tool call as a request of the caller's: its context, the hooks around it, its answer.
+
+    Entering pushes a request context for ``path`` (``None``: a view whose URL cannot be built,
+    refused) and runs the ``before_request`` functions; one that answers sets :attr:`answer`.
+    :meth:`respond` and :meth:`refuse` record the view's answer, converted while the context is
+    still there (a streamed body may need it).
+    """
+
+    def __init__(self, tool_name: str, path: str | None, method: str, rest: Mapping[str, Any]) -> None:
+        self.tool_name = tool_name
+        self.path = path
+        self.method = method
+        self.rest = rest
+        self.answer: CallToolResult | None = None
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> _CallerRequest:
+        if self.path is None:
+            self.answer = error(
+                f"The view's URL cannot be built for {self.method} from these arguments, so its "
+                "blueprint's before_request functions could not apply: the view was not called."
+            )
+            return self
+        app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
+        try:
+            self._stack.enter_context(_caller_context(app, self.path, self.method, self.rest))
+            early = app.preprocess_request()
+        except Exception as exc:
+            self.refuse(exc)
+            return self
+        if early is not None:
+            self.respond(early)
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._stack.close()
+
+    def respond(self, rv: Any) -> None:
+        try:
+            response = current_app.process_response(current_app.make_response(rv))
+            self.answer = view_result(_view_response(response), html_to_text, _login_url())
+        except Exception as exc:
+            self.refuse(exc)
+
+    def refuse(self, exc: Exception) -> None:
+        """What Flask would answer for an exception the view (or a hook) raised."""
+        if isinstance(exc, HTTPException):
+            if exc.response is not None:  # abort(response)
+                self.answer = view_result(_view_response(exc.response), html_to_text, _login_url())
+                return
+            code = exc.code or 500
+            location = getattr(exc, "new_url", None)  # a routing redirect
+            self.answer = view_result(ViewResponse(code, "", b"", location=location, reason=exc.name))
+            return
+        self.answer = failed(self.tool_name)
+
+    def result(self) -> CallToolResult:
+        assert self.answer is not None
+        return self.answer
+
+
+def _outer_request() -> Any:
+    current = current_request.get()
+    return current.native if current is not None else None
+
+
+def _mcp_path() -> str:
+    outer = _outer_request()
+    return outer.path if outer is not None else "/"
+
+
+def _view_path(view: Callable[..., Any], path_args: dict[str, Any], method: str) -> str | None:
+    """The view's URL path for these arguments; the MCP request's path for a view with no route;
+    ``None`` for a routed view whose URL cannot be built (its blueprint would be lost)."""
+    app = current_app
+    view_class = view if isinstance(view, type) else None
+    endpoints = [
+        endpoint
+        for endpoint, function in app.view_functions.items()
+        if function is view or (view_class is not None and getattr(function, "view_class", None) is view_class)
+    ]
+    if not endpoints:
+        return _mcp_path()
+    adapter = app.url_map.bind("localhost")
+    for endpoint in endpoints:
+        try:
+            return adapter.build(endpoint, path_args, method=method)
+        except BuildError:
+            continue
+    return None
+
+
+@contextlib.contextmanager
+def _caller_context(app: Flask, path: str, method: str, rest: Mapping[str, Any]) -> Iterator[None]:
+    """A request context of ``app`` for ``path``, as the caller of the MCP request."""
+    outer = _outer_request()
+    body = app.json.dumps(rest).encode() if method in BODY_METHODS else None
+    base = "http://localhost/"
+    headers: list[tuple[str, str]] = []
+    environ_base: dict[str, Any] = {}
+    if outer is not None:
+        base = outer.host_url.rstrip("/") + outer.script_root + "/"
+        headers = [(k, v) for k, v in outer.headers.items() if k.lower() not in _NOT_COPIED]
+        environ_base = {key: outer.environ[key] for key in _COPIED_ENVIRON if key in outer.environ}
+    builder = EnvironBuilder(
+        path=path,
+        base_url=base,
+        method=method,
+        headers=headers,
+        query_string=None if method in BODY_METHODS else urlencode(query_pairs(rest)),
+        data=body,
+        content_type="application/json" if body is not None else None,
+        environ_base=environ_base,
+    )
+    try:
+        environ = builder.get_environ()
+    finally:
+        builder.close()
+    # Inside the tool's application context: Flask-SQLAlchemy's session is the tool's, and a
+    # user Flask-Login already loaded for this context (``g._login_user``) is the one the view sees.
+    with app.request_context(environ):
+        yield
+
+
+def _login_url() -> str | None:
+    """Where Flask-Login sends callers who are not signed in, for the request being served."""
+    manager = getattr(current_app, "login_manager", None)
+    if manager is None:
+        return None
+    login_view = manager.blueprint_login_views.get(request.blueprint) or manager.login_view
+    if not login_view:
+        return None
+    if login_view.startswith(("https://", "http://", "/")):
+        return str(login_view)
+    try:
+        return url_for(login_view)
+    except BuildError:
+        return None
+
+
+def _view_response(response: Response) -> ViewResponse:
+    # ``send_file`` answers in passthrough mode, for the WSGI server's file wrapper: read it here.
+    response.direct_passthrough = False
+    try:
+        body = response.get_data()
+    finally:
+        response.close()
+    return ViewResponse(
+        status=response.status_code,
+        content_type=response.headers.get("Content-Type", ""),
+        body=body,
+        location=response.headers.get("Location"),
+        reason=HTTP_STATUS_CODES.get(response.status_code, ""),
+        charset=response.mimetype_params.get("charset", "utf-8"),
+    )
+
+
+# -- models ------------------------------------------------------------------------------------
+
+
+def model_tools(
+    server: Any,
+    model: M | None = None,
+    *,
+    fields: Sequence[str] | Literal["__all__"],
+    filters: Sequence[str] = (),
+    search: Sequence[str] = (),
+    ordering: Sequence[str] | None = None,
+    page_size: int = 20,
+    max_page_size: int = 100,
+    actions: Sequence[str] = ("list", "get"),
+    query: Callable[[], sa.Select[Any]] | None = None,
+    permission: Callable[[], bool] | None = None,
+    names: Mapping[str, str] | None = None,
+    session: Callable[[], Session] | None = None,
+) -> Any:
+    """Register read tools for the SQLAlchemy model ``model``: ``list_<plural>`` (filters,
+    search, pages) and ``get_<name>`` (by primary key); as a class decorator without ``model``.
+
+    ``fields`` must be named (or ``"__all__"``): a model's columns are not all for every
+    caller. ``filters`` are columns the list tool filters on by exact value; ``search`` are text
+    columns a ``search`` argument matches (case-insensitive, any of them). ``ordering`` names
+    columns, ``-name`` for descending (default: the primary key, which is always appended so
+    pages never overlap). ``query()`` returns the ``select()`` of the model a caller may read
+    (default: ``select(model)``); it runs in a request context like a view's, so
+    ``current_user`` is the caller. ``permission``: a check as for
+    :func:`mcp_flask.permission_required`, or ``None`` (the default) for everyone. ``names``
+    overrides the tools' names (``{"list": ..., "get": ...}``; default from the class name,
+    ``OrderItem`` → ``list_order_items``, ``get_order_item``). ``session()`` returns the
+    SQLAlchemy session to read with (default: Flask-SQLAlchemy's ``db.session``). The model is
+    returned unchanged.
+    """
+
+    def register(model: M) -> M:
+        owner = f"model_tools({getattr(model, '__name__', model)!r})"
+        try:
+            mapper: Mapper[Any] = sa.inspect(model)
+        except sa.exc.NoInspectionAvailable:
+            raise TypeError(f"{owner}: not a SQLAlchemy mapped class") from None
+        columns = {prop.key: getattr(model, prop.key) for prop in mapper.column_attrs}
+        unknown_actions = set(actions) - {"list", "get"}
+        if unknown_actions or not actions:
+            raise ValueError(f'{owner}: actions are "list" and "get", not {sorted(unknown_actions)}')
+        if fields == "__all__":
+            shown = list(columns)
+        elif isinstance(fields, str) or not fields:
+            raise ValueError(f'{owner}: fields= must name the columns to show, or be "__all__"')
+        else:
+            shown = list(fields)
+            for name in shown:
+                _column(columns, name, owner, "fields")
+        filtered = {name: _column(columns, name, owner, "filters") for name in filters}
+        searched = [_column(columns, name, owner, "search") for name in search]
+        for column in searched:
+            if not isinstance(column.type, sa.String) or isinstance(column.type, sa.Enum):
+                raise ValueError(f"{owner}: search column {column.key!r} is not a text column")
+        if not 1 <= page_size <= max_page_size:
+            raise ValueError(f"{owner}: page_size must be between 1 and max_page_size ({max_page_size})")
+        if len(mapper.primary_key) != 1 and "get" in actions:
+            raise ValueError(f'{owner}: get needs a single-column primary key; use actions=("list",)')
+        keys = [mapper.get_property_by_column(column).key for column in mapper.primary_key]
+        order = []
+        for item in ordering or ():
+            name = item.removeprefix("-")
+            column = _column(columns, name, owner, "ordering")
+            order.append(column.desc() if item.startswith("-") else column.asc())
+        named = {item.removeprefix("-") for item in ordering or ()}
+        order.extend(columns[key].asc() for key in keys if key not in named)  # pages must not overlap
+        singular = snake_case(model.__name__).replace("_", " ")
+        tool_names = {**default_names(singular, pluralize(singular)), **(names or {})}
+        guard = permission_required(permission) if permission is not None else None
+
+        def rows() -> sa.Select[Any]:
+            return query() if query is not None else sa.select(model)
+
+        def serialize(obj: Any) -> dict[str, Any]:
+            return {name: json_value(getattr(obj, name)) for name in shown}
+
+        def as_caller(action: str, read: Callable[[Session, dict[str, Any]], CallToolResult]) -> Callable[..., Any]:
+            def call(values: dict[str, Any]) -> CallToolResult:
+                # ``query()`` and the hooks see the caller as a view would (``current_user``, ``g``).
+                with _CallerRequest(tool_names[action], _mcp_path(), "GET", {}) as caller:
+                    if caller.answer is None:
+                        try:
+                            return read(_session(session, owner), values)
+                        except Exception:
+                            # The client gets no database detail; the log gets the traceback.
+                            return failed(tool_names[action], "the query")
+                return caller.result()
+
+            return call
+
+        if "list" in actions:
+
+            def list_rows(db: Session, values: dict[str, Any]) -> CallToolResult:
+                statement = rows()
+                for name, column in filtered.items():
+                    if values.get(name) is not None:
+                        statement = statement.where(column == _column_value(column, values[name]))
+                text = values.get("search")
+                if text:
+                    pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+                    statement = statement.where(sa.or_(*(column.ilike(pattern, escape="\\") for column in searched)))
+                page, size = values["page"], values["page_size"]
+                count = db.scalar(sa.select(sa.func.count()).select_from(statement.order_by(None).subquery())) or 0
+                chunk = db.scalars(statement.order_by(*order).limit(size).offset((page - 1) * size)).all()
+                return page_result([serialize(obj) for obj in chunk], count, page, size)
+
+            filter_types = {name: _annotation(column) for name, column in filtered.items()}
+            spec, described = list_tool(filter_types, search, page_size, max_page_size, pluralize(singular), owner)
+            add_tool(server, tool_names["list"], described, spec, as_caller("list", list_rows), guard)
+
+        if "get" in actions:
+            key = keys[0]
+            pk = columns[key]
+
+            def get_row(db: Session, values: dict[str, Any]) -> CallToolResult:
+                obj = db.scalars(rows().where(pk == values[key]).limit(1)).first()
+                if obj is None:
+                    return error(f"No {singular} with {key} {values[key]}.")
+                return object_result(serialize(obj))
+
+            spec, described = get_tool(key, _annotation(pk), singular, owner)
+            add_tool(server, tool_names["get"], described, spec, as_caller("get", get_row), guard)
+        return model
+
+    return register(model) if model is not None else register
+
+
+def _column(columns: Mapping[str, Any], name: str, owner: str, option: str) -> Any:
+    if name not in columns:
+        raise ValueError(f"{owner}: {option} names {name!r}, which is not a column of the model")
+    return columns[name]
+
+
+def _session(session: Callable[[], Session] | None, owner: str) -> Session:
+    if session is not None:
+        return session()
+    extension = current_app.extensions.get("sqlalchemy")
+    if extension is None:
+        raise RuntimeError(
+            f"{owner}: no SQLAlchemy session. Set up Flask-SQLAlchemy on the app "
+            "(db.init_app(app)) or pass session= (a callable returning the session to read with)."
+        )
+    return extension.session  # type: ignore[no-any-return]
+
+
+def _annotation(column: Any) -> Any:
+    """The Python type a tool argument for ``column`` takes."""
+    kind = column.type
+    if isinstance(kind, sa.Enum):
+        values = tuple(m.value for m in kind.enum_class) if kind.enum_class is not None else tuple(kind.enums)
+        if values and all(isinstance(v, str | int) for v in values):
+            return Literal[values]  # type: ignore[valid-type]
+    try:
+        return kind.python_type
+    except NotImplementedError:
+        return str
+
+
+def _column_value(column: Any, value: Any) -> Any:
+    """A filter's value as the column compares it: an enum column's member for its value."""
+    enum_class = getattr(column.type, "enum_class", None)
+    return enum_class(value) if enum_class is not None else value
+
+
+__all__ = ["html_to_text", "model_tools", "view_tool"]

@@ -1,0 +1,44 @@
+"""The framework-free part of exposing views and models: what both adapters' tools return for a
+page, and how a row's values are written as JSON."""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import uuid
+from decimal import Decimal
+
+from mcp_common.expose import ViewResponse, html_to_text, json_value, pluralize, query_pairs, view_result
+
+
+def test_a_page_reads_as_its_text_without_scripts_and_with_its_blocks_on_lines() -> None:
+    page = (
+        "<html><head><title>Order</title><style>h1 {color: red}</style><script>if (a < b) x();</script></head>"
+        "<body><h1>Order A-2</h1><p>Customer: Alice &amp; co.<br>Paid</p><ul><li>one</li><li>two</li></ul>"
+        "<template><p>hidden</p></template></body></html>"
+    )
+    result = view_result(ViewResponse(200, "text/html; charset=utf-8", page.encode()))
+    assert result.content[0].text == "Order\n\nOrder A-2\nCustomer: Alice & co.\nPaid\none\ntwo"  # type: ignore[union-attr]
+    assert html_to_text("a<hr/>b") == "a\nb"
+
+
+class Colour(enum.Enum):
+    RED = "red"
+
+
+def test_values_are_written_as_djangos_json_encoder_writes_them() -> None:
+    assert json_value(dt.datetime(2026, 11, 4, 9, 0, tzinfo=dt.UTC)) == "2026-11-04T09:00:00Z"
+    assert json_value(dt.datetime(2026, 11, 4, 9, 0, 0, 123456)) == "2026-11-04T09:00:00.123"
+    assert json_value(dt.date(2026, 11, 4)) == "2026-11-04"
+    assert json_value(dt.time(9, 30, 0, 500000)) == "09:30:00.500"
+    assert json_value(dt.timedelta(days=1, hours=2, seconds=3)) == "P1DT02H00M03S"
+    assert json_value(Decimal("7.25")) == "7.25"
+    key = uuid.uuid4()
+    assert json_value([key, Colour.RED]) == [str(key), "red"]
+
+
+def test_query_strings_and_plurals() -> None:
+    assert query_pairs({"tag": ["a", "b"], "open": True, "day": dt.date(2026, 1, 2)}) == [
+        ("tag", "a"), ("tag", "b"), ("open", "true"), ("day", "2026-01-02"),
+    ]  # fmt: skip
+    assert [pluralize(n) for n in ("order", "category", "box", "day")] == ["orders", "categories", "boxes", "days"]

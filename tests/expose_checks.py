@@ -1,0 +1,75 @@
+"""What the Django and Flask tests of existing views and models as tools both check, against
+the same shop (orders A-1, A-2, A-3 of Alice's, B-1 of Bob's, a clerk who sees them all)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Protocol
+
+import pytest
+
+
+class Caller(Protocol):
+    def tools(self) -> dict[str, dict[str, Any]]: ...
+
+    def call(self, name: str, **arguments: Any) -> dict[str, Any]: ...
+
+
+def text(result: dict[str, Any]) -> str:
+    return "\n".join(item["text"] for item in result["content"])
+
+
+def check_an_html_page(alice: Caller, anonymous: Caller) -> None:
+    """``order_page(number)``: an order's page behind ``login_required``, as its text."""
+    schema = alice.tools()["order_page"]["inputSchema"]
+    assert schema["required"] == ["number"] and schema["properties"]["number"]["type"] == "string"
+    page = alice.call("order_page", number="A-2")
+    assert text(page) == "Order\n\nOrder A-2\nCustomer: Alice Ltd & co.\nStatus: New" and not page.get("isError")
+    missing = alice.call("order_page", number="Z-9")
+    assert missing["isError"] is True and text(missing) == "404 Not Found"
+    # login_required sends anonymous callers to the login page: the tool says so.
+    refused = anonymous.call("order_page", number="A-2")
+    assert refused["isError"] is True and text(refused).startswith("Authentication required")
+
+
+def check_what_a_tool_cannot_return(caller: Caller, caplog: pytest.LogCaptureFixture, teapot: str) -> None:
+    """A crash tells the client nothing (and the log everything); a redirect, a 4xx and a body
+    that is not text are errors saying so. ``teapot``: the framework's reason for 418."""
+    broken = caller.call("broken")
+    assert broken["isError"] is True and text(broken) == "500 Internal Server Error: the view failed."
+    assert "hunter2" not in json.dumps(broken)
+    assert any("hunter2" in str(record.exc_info) for record in caplog.records if record.exc_info)
+    moved = caller.call("moved")
+    assert moved["isError"] is True and "redirected (302) to /somewhere/else" in text(moved)
+    answer = caller.call("teapot")
+    assert answer["isError"] is True and text(answer) == f"418 {teapot}: short and stout"
+    invoice = caller.call("invoice")
+    assert invoice["isError"] is True and "application/pdf" in text(invoice)
+    page = caller.call("template_page")  # rendered by the framework's templates
+    assert not page.get("isError") and text(page) == "Hello bob"
+
+
+def check_pages_filters_and_search(alice: Caller, clerk: Caller, owner: str, owners: dict[str, Any]) -> None:
+    """``list_orders`` of a model listed two to a page, newest first, through the caller's own
+    rows; ``owner`` is the owner filter's name, ``owners`` the users' keys by name."""
+    schema = alice.tools()["list_orders"]["inputSchema"]
+    assert set(schema["properties"]) == {"status", owner, "search", "page", "page_size"}
+    status = {"enum": ["new", "paid", "shipped", "cancelled"], "type": "string"}
+    assert status in schema["properties"]["status"]["anyOf"]
+    first = alice.call("list_orders")["structuredContent"]
+    assert [row["number"] for row in first["results"]] == ["A-3", "A-2"]  # newest first
+    assert (first["count"], first["page"], first["pages"]) == (3, 1, 2)
+    assert first["results"][0] == {
+        "number": "A-3", "customer": "Alice Ltd", "status": "shipped", "total": "7.25",
+        "placed": "2026-11-04T09:00:00Z", owner: owners["alice"],
+    }  # fmt: skip
+    second = alice.call("list_orders", page=2)["structuredContent"]
+    assert [row["number"] for row in second["results"]] == ["A-1"]
+    assert alice.call("list_orders", status="paid")["structuredContent"]["count"] == 1
+    # Bob's order is not among Alice's rows, whatever she asks.
+    assert alice.call("list_orders", search="bob")["structuredContent"]["count"] == 0
+    assert alice.call("list_orders", **{owner: owners["bob"]})["structuredContent"]["results"] == []
+    staff = clerk.call("list_orders", search="BOB", page_size=5)["structuredContent"]
+    assert [row["number"] for row in staff["results"]] == ["B-1"]
+    # The search text is matched literally: % and _ are not wildcards.
+    assert clerk.call("list_orders", search="%")["structuredContent"]["count"] == 0

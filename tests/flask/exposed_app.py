@@ -1,0 +1,226 @@
+"""A Flask shop's existing views and its ``Order`` model (Flask-SQLAlchemy, Flask-Login users),
+exposed as tools of one server (the app for ``test_flask_expose``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import io
+from decimal import Decimal
+
+from flask import Blueprint, Flask, Request, Response, abort, g, redirect, render_template_string, request, send_file
+from flask.typing import ResponseReturnValue
+from flask.views import MethodView
+from flask_login import LoginManager, UserMixin, current_user, login_required, login_user
+from flask_sqlalchemy import SQLAlchemy
+from mcp.server import MCPServer
+from sqlalchemy import Enum, ForeignKey, Numeric, String, func, select
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from mcp_flask import MCP, model_tools, permission_required, view_tool
+from mcp_flask.models import UTCDateTime
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+db = SQLAlchemy(model_class=Base)
+
+
+class Status(enum.Enum):
+    NEW = "new"
+    PAID = "paid"
+    SHIPPED = "shipped"
+    CANCELLED = "cancelled"
+
+
+class User(UserMixin, db.Model):  # type: ignore[name-defined,misc]
+    __tablename__ = "shop_user"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(50), unique=True)
+    role: Mapped[str] = mapped_column(String(20), default="customer")
+
+
+class Order(db.Model):  # type: ignore[name-defined,misc]
+    __tablename__ = "shop_order"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    number: Mapped[str] = mapped_column(String(20), unique=True)
+    customer: Mapped[str] = mapped_column(String(200))
+    status: Mapped[Status] = mapped_column(Enum(Status, native_enum=False, length=16), default=Status.NEW)
+    total: Mapped[Decimal] = mapped_column(Numeric(10, 2))
+    placed: Mapped[dt.datetime] = mapped_column(UTCDateTime())
+    owner_id: Mapped[int | None] = mapped_column(ForeignKey("shop_user.id"))
+
+
+def is_clerk() -> bool:
+    return bool(current_user.is_authenticated and current_user.role == "clerk")
+
+
+mcp = MCPServer("Exposed Flask shop")
+shop = Blueprint("shop", __name__)
+staff = Blueprint("staff", __name__, url_prefix="/staff")
+
+
+@view_tool(mcp, arguments={"status": (str | None, None), "page": (int, 1)})
+@shop.get("/orders")
+def order_list() -> ResponseReturnValue:
+    """The shop's orders, as its JSON API lists them."""
+    query = select(Order.number).order_by(Order.number)
+    if status := request.args.get("status"):
+        query = query.where(Order.status == Status(status))
+    return {
+        "orders": list(db.session.scalars(query)),
+        "page": request.args.get("page"),
+        "user": current_user.name if current_user.is_authenticated else None,
+        "path": request.path,
+        "shop": g.shop_name,  # set by the app's before_request function
+    }
+
+
+@view_tool(mcp)
+@shop.get("/orders/<number>")
+@login_required
+def order_page(number: str) -> ResponseReturnValue:
+    """An order's page, for signed-in customers."""
+    order = db.first_or_404(select(Order).where(Order.number == number))
+    return (
+        "<!doctype html><html><head><title>Order</title><style>h1 {color: red}</style>"
+        "<script>var secret = 1;</script></head><body>"
+        f"<h1>Order {order.number}</h1><p>Customer: {order.customer} &amp; co.</p>"
+        f"<p>Status: {order.status.value.title()}</p></body></html>"
+    )
+
+
+@view_tool(mcp, method="POST", arguments={"reason": str})
+@shop.post("/orders/<number>/cancel")
+@login_required
+def cancel_order(number: str) -> ResponseReturnValue:
+    """Cancel an order (clerks only)."""
+    if current_user.role != "clerk":
+        abort(403)
+    order = db.first_or_404(select(Order).where(Order.number == number))
+    order.status = Status.CANCELLED
+    db.session.commit()
+    return {"number": order.number, "status": order.status.value, "reason": request.get_json()["reason"]}
+
+
+# Routed for GET only: as a POST tool its URL cannot be built, and it is refused.
+view_tool(mcp, order_list, name="post_order_list", method="POST")
+
+
+@view_tool(mcp, name="order_count")
+class OrderCount(MethodView):
+    """How many orders the shop has (a class-based view)."""
+
+    def get(self) -> ResponseReturnValue:
+        return {"count": db.session.scalar(select(func.count()).select_from(Order)), "path": request.path}
+
+
+shop.add_url_rule("/orders/count", view_func=OrderCount.as_view("order_count"))
+view_tool(mcp, OrderCount.as_view("order_count_view"), name="order_count_view")
+
+
+@view_tool(mcp)
+@shop.get("/whoami")
+async def whoami() -> ResponseReturnValue:
+    """Who the shop thinks is calling (an async view)."""
+    user = current_user.name if current_user.is_authenticated else None
+    return {"user": user, "method": request.method, "path": request.path}
+
+
+@view_tool(mcp)
+def broken() -> ResponseReturnValue:
+    raise RuntimeError("database password is hunter2")
+
+
+@view_tool(mcp)
+def moved() -> ResponseReturnValue:
+    return redirect("/somewhere/else")
+
+
+@view_tool(mcp)
+def teapot() -> ResponseReturnValue:
+    return "short and stout", 418, {"Content-Type": "text/plain"}
+
+
+@view_tool(mcp)
+def invoice() -> ResponseReturnValue:
+    return Response(b"%PDF-1.7", mimetype="application/pdf")
+
+
+@view_tool(mcp)
+def price_list() -> ResponseReturnValue:
+    return send_file(io.BytesIO(b"teapot 12.00"), mimetype="text/plain")
+
+
+@view_tool(mcp)
+def template_page() -> ResponseReturnValue:
+    return render_template_string("<main><h2>Hello {{ current_user.name }}</h2></main>")
+
+
+@view_tool(mcp)
+@permission_required(is_clerk)
+def staff_note() -> ResponseReturnValue:
+    return Response("for staff only", mimetype="text/plain")
+
+
+@staff.before_request
+def only_clerks() -> None:
+    if not is_clerk():
+        abort(403)
+
+
+@view_tool(mcp)
+@staff.get("/takings")
+def takings() -> ResponseReturnValue:
+    """The day's takings (the staff blueprint lets only clerks in)."""
+    return {"total": "152.15"}
+
+
+model_tools(
+    mcp,
+    Order,
+    fields=["number", "customer", "status", "total", "placed", "owner_id"],
+    filters=["status", "owner_id"],
+    search=["customer", "number"],
+    ordering=["-placed"],
+    page_size=2,
+    query=lambda: select(Order) if is_clerk() else select(Order).where(Order.owner_id == current_user.id),
+    permission=lambda: current_user.is_authenticated,
+)
+
+
+def create_app(app: Flask) -> Flask:
+    """``app`` (with ``SQLALCHEMY_DATABASE_URI`` set) as the shop, its tables created."""
+    db.init_app(app)
+    manager = LoginManager(app)
+    manager.login_view = "login_page"
+    manager.user_loader(lambda user_id: db.session.get(User, int(user_id)))
+
+    @manager.request_loader
+    def bearer(request: Request) -> User | None:
+        name = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        return db.session.scalars(select(User).where(User.name == name)).first()
+
+    @app.before_request
+    def name_the_shop() -> None:
+        g.shop_name = "Teapot Shop"
+
+    @app.post("/login/<name>")
+    def login(name: str) -> str:
+        return str(login_user(db.session.scalars(select(User).where(User.name == name)).one()))
+
+    @app.get("/login")
+    def login_page() -> str:
+        return "<form>Sign in</form>"
+
+    app.register_blueprint(shop)
+    app.register_blueprint(staff)
+    MCP(app, server=mcp)
+    MCP.migrate(app)
+    with app.app_context():
+        db.create_all()
+    return app

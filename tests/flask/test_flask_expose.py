@@ -1,0 +1,261 @@
+"""Existing Flask views and SQLAlchemy models as tools (``mcp_flask.view_tool``, ``model_tools``):
+the view runs as the Flask-Login user calling, its answer becomes the tool's result, and the
+model's rows are read through the caller's query, on both protocol eras."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from flask import Flask
+from mcp.server import MCPServer
+from sqlalchemy import create_engine, select
+from sqlalchemy.orm import Session
+
+from mcp_common.fast import FastPath
+from mcp_flask import MCP, model_tools, view_tool
+from tests.expose_checks import (
+    check_an_html_page,
+    check_pages_filters_and_search,
+    check_what_a_tool_cannot_return,
+    text,
+)
+from tests.flask import exposed_app
+from tests.flask.exposed_app import Order, Status, User, db
+from tests.flask.inprocess import Caller
+from tests.flask.test_flask_elicitation_store import PostgresDatabases
+
+ERAS = ["legacy", "modern"]
+
+
+@pytest.fixture(scope="module")
+def pg_databases() -> Iterator[PostgresDatabases]:
+    databases = PostgresDatabases()
+    yield databases
+    databases.drop_all()
+
+
+@pytest.fixture(params=["fast", "sdk", pytest.param("postgres", marks=pytest.mark.postgres)])
+def app(
+    request: pytest.FixtureRequest, make_app: Callable[..., Flask], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Flask]:
+    """The shop, its tools run on the core's fast path (in the request's thread and app context)
+    or, as when the fast path declines a call, on the SDK's (in an application context of their
+    own, on another thread); its orders in SQLite, or in PostgreSQL (on the fast path)."""
+    if request.param == "sdk":
+        monkeypatch.setattr(FastPath, "handle_sync", lambda self, request: None)
+        monkeypatch.setattr(FastPath, "handle_resolving_sync", lambda self, request: None)
+    if request.param == "postgres":
+        uri = request.getfixturevalue("pg_databases").new()
+    else:
+        uri = f"sqlite:///{tmp_path / 'shop.sqlite3'}"
+    app = exposed_app.create_app(make_app(SQLALCHEMY_DATABASE_URI=uri))
+    yield app
+    with app.app_context():
+        db.engine.dispose()
+
+
+@pytest.fixture
+def shop(app: Flask) -> dict[str, int]:
+    """Alice's three orders, Bob's one, and a clerk; the users' ids by name."""
+    with app.app_context():
+        users = {name: User(name=name, role=role) for name, role in (("alice", "customer"), ("bob", "customer"))}
+        users["clerk"] = User(name="clerk", role="clerk")
+        db.session.add_all(users.values())
+        db.session.flush()
+        placed = dt.datetime(2026, 11, 1, 9, 0, tzinfo=dt.UTC)
+        for number, customer, status, total, owner in (
+            ("A-1", "Alice Ltd", Status.PAID, "19.90", "alice"),
+            ("A-2", "Alice Ltd", Status.NEW, "5.00", "alice"),
+            ("A-3", "Alice Ltd", Status.SHIPPED, "7.25", "alice"),
+            ("B-1", "Bob & Sons", Status.PAID, "120.00", "bob"),
+        ):
+            db.session.add(Order(
+                number=number, customer=customer, status=status, total=Decimal(total), owner_id=users[owner].id,
+                placed=placed + dt.timedelta(days=int(number[-1]) + (10 if owner == "bob" else 0)),
+            ))  # fmt: skip
+        db.session.commit()
+        return {name: user.id for name, user in users.items()}
+
+
+def status_of(app: Flask, number: str) -> Status:
+    with app.app_context():
+        return db.session.scalars(select(Order.status).where(Order.number == number)).one()
+
+
+# -- views -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_a_json_view_answers_as_structured_content_for_the_caller(app: Flask, era: str, shop: dict[str, int]) -> None:
+    caller = Caller(app, "alice", era)
+    tools = caller.tools()
+    schema = tools["order_list"]["inputSchema"]
+    assert set(schema["properties"]) == {"status", "page"} and not schema.get("required")
+    assert tools["order_list"]["description"] == "The shop's orders, as its JSON API lists them."
+    result = caller.call("order_list", status="paid", page=2)
+    expected = {"orders": ["A-1", "B-1"], "page": "2", "user": "alice", "path": "/orders", "shop": "Teapot Shop"}
+    assert result["structuredContent"] == expected
+    assert json.loads(text(result)) == expected and not result.get("isError")
+    # Unset optional arguments are not sent: the view sees no status at all.
+    anonymous = Caller(app, None, era).call("order_list")["structuredContent"]
+    assert anonymous["orders"] == ["A-1", "A-2", "A-3", "B-1"] and anonymous["user"] is None
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_an_html_view_answers_its_text_and_its_decorators_apply(app: Flask, era: str, shop: dict[str, int]) -> None:
+    check_an_html_page(Caller(app, "alice", era), Caller(app, None, era))
+    # With no login view, Flask-Login answers 401.
+    app.login_manager.login_view = None  # type: ignore[attr-defined]
+    refused = Caller(app, None, era).call("order_page", number="A-2")
+    assert refused["isError"] is True and text(refused) == "401 Unauthorized"
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_a_post_view_gets_its_arguments_as_a_json_body_under_its_own_checks(
+    app: Flask, era: str, shop: dict[str, int]
+) -> None:
+    refused = Caller(app, "alice", era).call("cancel_order", number="A-2", reason="changed my mind")
+    assert refused["isError"] is True and text(refused) == "403 Forbidden"
+    assert status_of(app, "A-2") is Status.NEW
+    done = Caller(app, "clerk", era).call("cancel_order", number="A-2", reason="changed my mind")
+    assert done["structuredContent"] == {"number": "A-2", "status": "cancelled", "reason": "changed my mind"}
+    assert status_of(app, "A-2") is Status.CANCELLED
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_class_based_and_async_views(app: Flask, era: str, shop: dict[str, int]) -> None:
+    caller = Caller(app, "bob", era)
+    tools = caller.tools()
+    assert tools["order_count"]["description"] == "How many orders the shop has (a class-based view)."
+    # Routed: it runs at its own URL; not routed: at the MCP endpoint's.
+    assert caller.call("order_count")["structuredContent"] == {"count": 4, "path": "/orders/count"}
+    assert caller.call("order_count_view")["structuredContent"] == {"count": 4, "path": "/mcp"}
+    assert caller.call("whoami")["structuredContent"] == {"user": "bob", "method": "GET", "path": "/whoami"}
+
+
+def test_a_routed_view_whose_url_cannot_be_built_is_not_called(app: Flask, shop: dict[str, int]) -> None:
+    refused = Caller(app, "alice", "modern").call("post_order_list")
+    assert refused["isError"] is True and text(refused).startswith("The view's URL cannot be built for POST")
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_a_caller_signed_in_by_a_request_loader_is_the_views_user(app: Flask, era: str, shop: dict[str, int]) -> None:
+    caller = Caller(app, None, era, headers={"Authorization": "Bearer bob"})
+    assert caller.call("whoami")["structuredContent"]["user"] == "bob"
+    assert caller.call("order_list")["structuredContent"]["user"] == "bob"
+    assert caller.call("list_orders")["structuredContent"]["count"] == 1
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_what_a_tool_cannot_return_is_a_clear_error_and_a_crash_tells_nothing(
+    app: Flask, era: str, shop: dict[str, int], caplog: pytest.LogCaptureFixture
+) -> None:
+    check_what_a_tool_cannot_return(Caller(app, "bob", era), caplog, "I'm a teapot")
+    sent = Caller(app, "bob", era).call("price_list")  # send_file's passthrough body is read
+    assert not sent.get("isError") and text(sent) == "teapot 12.00"
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_a_permission_on_the_view_hides_its_tool_and_its_blueprints_guard_applies(
+    app: Flask, era: str, shop: dict[str, int]
+) -> None:
+    bob = Caller(app, "bob", era)
+    assert "staff_note" not in bob.tools()
+    clerk = Caller(app, "clerk", era)
+    assert "staff_note" in clerk.tools()
+    assert text(clerk.call("staff_note")) == "for staff only"
+    # The staff blueprint's before_request function refuses Bob, as it would in a browser.
+    refused = bob.call("takings")
+    assert refused["isError"] is True and text(refused) == "403 Forbidden"
+    assert clerk.call("takings")["structuredContent"] == {"total": "152.15"}
+
+
+# -- models ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_a_model_is_listed_page_by_page_through_the_callers_query(app: Flask, era: str, shop: dict[str, int]) -> None:
+    check_pages_filters_and_search(Caller(app, "alice", era), Caller(app, "clerk", era), "owner_id", shop)
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_one_row_by_key_only_within_the_callers_query(app: Flask, era: str, shop: dict[str, int]) -> None:
+    with app.app_context():
+        ids = {number: key for number, key in db.session.execute(select(Order.number, Order.id))}
+    alice = Caller(app, "alice", era)
+    assert alice.call("get_order", id=ids["A-1"])["structuredContent"]["number"] == "A-1"
+    refused = alice.call("get_order", id=ids["B-1"])
+    assert refused["isError"] is True and text(refused) == f"No order with id {ids['B-1']}."
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_model_tools_follow_their_permission_and_check_their_arguments(
+    app: Flask, era: str, shop: dict[str, int]
+) -> None:
+    assert not {"list_orders", "get_order"} & set(Caller(app, None, era).tools())
+    alice = Caller(app, "alice", era)
+    for bad in ({"page": 0}, {"page_size": 500}, {"status": "lost"}):
+        answer = alice.send("tools/call", {"name": "list_orders", "arguments": bad})
+        assert answer["result"]["isError"] is True, bad
+        assert "validation error" in text(answer["result"]), bad
+
+
+# -- configuration -----------------------------------------------------------------------------
+
+
+def test_bad_options_fail_at_start_up_naming_the_option() -> None:
+    server = MCPServer("misconfigured")
+    for options, message in (
+        ({"fields": ["number", "nope"]}, "fields names 'nope'"),
+        ({"fields": "number"}, "fields= must name the columns"),
+        ({"fields": "__all__", "filters": ["colour"]}, "filters names 'colour'"),
+        ({"fields": "__all__", "search": ["total"]}, "search column 'total' is not a text column"),
+        ({"fields": "__all__", "search": ["status"]}, "search column 'status' is not a text column"),
+        ({"fields": "__all__", "ordering": ["-when"]}, "ordering names 'when'"),
+        ({"fields": "__all__", "actions": ("list", "delete")}, "actions are"),
+        ({"fields": "__all__", "page_size": 0}, "page_size must be between 1 and max_page_size"),
+        ({"fields": "__all__", "page_size": 50, "max_page_size": 20}, "page_size must be"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            model_tools(server, Order, **options)
+    with pytest.raises(TypeError, match="not a SQLAlchemy mapped class"):
+        model_tools(server, dict, fields="__all__")
+    with pytest.raises(TypeError, match=r"neither a view function nor a flask\.views\.View"):
+        view_tool(server, dict)
+    with pytest.raises(ValueError, match="give the tool a name="):
+        view_tool(server, lambda: "anonymous")
+    with pytest.raises(TypeError, match="the tool would take number twice"):
+        view_tool(server, exposed_app.order_page, arguments={"number": str})
+    assert not asyncio.run(server.list_tools())  # nothing half-registered
+
+
+def test_model_tools_read_with_the_session_given_or_say_how_to_get_one(
+    make_app: Callable[..., Flask], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = create_engine(f"sqlite:///{tmp_path / 'plain.sqlite3'}")
+    exposed_app.Base.metadata.create_all(engine)
+    with Session(engine) as session, session.begin():
+        owner = User(name="ann")
+        session.add(owner)
+        session.flush()
+        placed = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+        session.add(Order(number="C-1", customer="Ann", total=Decimal("1.50"), placed=placed, owner_id=owner.id))
+    server = MCPServer("plain SQLAlchemy")
+    model_tools(server, Order, fields=["number", "total"], names={"list": "orders"}, session=lambda: Session(engine))
+    model_tools(server, User, fields=["name"], actions=("list",))  # no session: Flask-SQLAlchemy's
+    app = make_app()
+    MCP(app, server=server)
+    MCP.migrate(app)
+    caller = Caller(app, None, "modern")
+    assert set(caller.tools()) == {"orders", "get_order", "list_users"}
+    assert caller.call("orders")["structuredContent"]["results"] == [{"number": "C-1", "total": "1.50"}]
+    missing = caller.call("list_users")
+    assert missing["isError"] is True and text(missing) == "500 Internal Server Error: the query failed."
+    assert any("db.init_app(app)" in str(record.exc_info) for record in caplog.records if record.exc_info)
+    engine.dispose()
