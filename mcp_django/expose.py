@@ -51,7 +51,7 @@ from django.db import models
 from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponseBase
 from django.shortcuts import resolve_url
-from django.urls import NoReverseMatch, reverse
+from django.urls import NoReverseMatch, get_resolver, get_urlconf, reverse
 from mcp.types import CallToolResult
 from pydantic import BaseModel
 
@@ -145,8 +145,8 @@ def _register_view(
     if iscoroutinefunction(view):
 
         async def call_async(values: dict[str, Any]) -> CallToolResult:
-            request, kwargs = _request_for(view, spec, method, values)
             try:
+                request, kwargs = _request_for(view, spec, method, values)
                 return respond(await view(request, **kwargs))
             except Exception as exc:
                 return _refusal(exc, tool_name)
@@ -155,8 +155,8 @@ def _register_view(
     else:
 
         def call(values: dict[str, Any]) -> CallToolResult:
-            request, kwargs = _request_for(view, spec, method, values)
             try:
+                request, kwargs = _request_for(view, spec, method, values)
                 return respond(view(request, **kwargs))
             except Exception as exc:
                 return _refusal(exc, tool_name)
@@ -188,6 +188,10 @@ def _request_for(
     try:
         path = reverse(view, kwargs=path_args)
     except NoReverseMatch:
+        if view in get_resolver(get_urlconf()).reverse_dict:
+            # Routed, but no URL of the view matches these arguments: Django would answer 404,
+            # and the view must not get a value its URL's converters refuse ("../" for a slug).
+            raise Http404 from None
         path = outer.path_info if outer is not None else "/"
     environ.update(
         {

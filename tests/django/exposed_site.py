@@ -84,6 +84,12 @@ async def whoami(request: HttpRequest) -> JsonResponse:
 
 
 @view_tool(mcp)
+def shop_file(request: HttpRequest, slug: str) -> HttpResponse:
+    """One of the shop's files; its URL admits only a slug, which the view relies on."""
+    return HttpResponse(f"file {slug}", content_type="text/plain")
+
+
+@view_tool(mcp)
 def broken(request: HttpRequest) -> HttpResponse:
     raise RuntimeError("database password is hunter2")
 
@@ -158,6 +164,7 @@ urlpatterns = [
     path("orders", order_list),
     path("orders/<str:number>", order_page),
     path("orders/<str:number>/cancel", cancel_order),
+    path("files/<slug:slug>", shop_file),
     path("mcp-sync", MCPView.as_view(server="tests.django.exposed_site.mcp")),
     path("mcp-async", AsyncMCPView.as_view(server="tests.django.exposed_site.mcp")),
 ]

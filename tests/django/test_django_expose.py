@@ -134,6 +134,16 @@ def test_a_permission_on_the_view_hides_its_tool(era: str, shop: dict[str, User]
     assert clerk.call("staff_count")["structuredContent"] == {"count": 4}
 
 
+@pytest.mark.parametrize("path", PATHS)
+def test_a_path_argument_its_url_would_not_match_does_not_reach_the_view(path: str, shop: dict[str, User]) -> None:
+    """``files/<slug:slug>``: the view trusts its URL's converter, as Django's routing lets it."""
+    caller = Caller(path, "modern", shop["bob"])
+    assert text(caller.call("shop_file", slug="price-list")) == "file price-list"
+    for bad in ("../../settings.py", "a/b", "a?b=c", "a#b", "caf\u00e9", ""):
+        refused = caller.call("shop_file", slug=bad)
+        assert refused["isError"] is True and text(refused) == "404 Not Found", bad
+
+
 # -- models ------------------------------------------------------------------------------------
 
 
