@@ -26,6 +26,7 @@ from typing import Annotated, Any
 
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
+from pydantic_core import to_jsonable_python
 
 from mcp_common.permissions import PERMISSION_ATTR, TOOLS_ATTR, require
 
@@ -80,7 +81,8 @@ class ToolArguments:
             if name in self.path:
                 path[name] = value
             elif value is not None:
-                rest[name] = value
+                # As JSON has it (an enum's value, a model's fields), for a query string or a body.
+                rest[name] = to_jsonable_python(value)
         return path, rest
 
 

@@ -8,7 +8,17 @@ import enum
 import uuid
 from decimal import Decimal
 
-from mcp_common.expose import ViewResponse, html_to_text, json_value, pluralize, query_pairs, view_result
+from pydantic import BaseModel
+
+from mcp_common.expose import (
+    ViewResponse,
+    html_to_text,
+    json_value,
+    pluralize,
+    query_pairs,
+    tool_arguments,
+    view_result,
+)
 
 
 def test_a_page_reads_as_its_text_without_scripts_and_with_its_blocks_on_lines() -> None:
@@ -42,3 +52,17 @@ def test_query_strings_and_plurals() -> None:
         ("tag", "a"), ("tag", "b"), ("open", "true"), ("day", "2026-01-02"),
     ]  # fmt: skip
     assert [pluralize(n) for n in ("order", "category", "box", "day")] == ["orders", "categories", "boxes", "days"]
+
+
+class Window(BaseModel):
+    start: dt.date
+    days: int
+
+
+def test_a_views_arguments_reach_it_as_their_json_values() -> None:
+    """An enum is sent as its value (never ``Colour.RED``), a nested model as its fields: as the
+    query string and as a JSON body alike."""
+    spec = tool_arguments({}, {"colour": Colour, "window": (Window | None, None), "total": (Decimal, 0)}, "test")
+    path, rest = spec.split({"colour": Colour.RED, "window": Window(start=dt.date(2026, 1, 2), days=3), "total": 0})
+    assert path == {} and rest == {"colour": "red", "window": {"start": "2026-01-02", "days": 3}, "total": 0}
+    assert query_pairs(spec.split({"colour": Colour.RED, "window": None})[1]) == [("colour", "red")]

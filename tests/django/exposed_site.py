@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import enum
 import json
 from typing import Any
 
@@ -63,6 +64,22 @@ def cancel_order(request: HttpRequest, number: str) -> JsonResponse:
     order.status = "cancelled"
     order.save(update_fields=["status"])
     return JsonResponse({"number": order.number, "status": order.status, "reason": reason})
+
+
+class Priority(enum.Enum):
+    LOW = "low"
+    HIGH = "high"
+
+
+@view_tool(mcp, method="POST", arguments={"priority": Priority, "tags": (list[Priority] | None, None)})
+def flag_order(request: HttpRequest) -> JsonResponse:
+    """Echoes the JSON body it was sent."""
+    return JsonResponse(json.loads(request.body))
+
+
+@view_tool(mcp, name="flag_query", arguments={"priority": Priority})
+def flag_query(request: HttpRequest) -> HttpResponse:
+    return HttpResponse(request.GET.urlencode(), content_type="text/plain")
 
 
 @view_tool(mcp, name="order_count")

@@ -135,6 +135,14 @@ def test_a_permission_on_the_view_hides_its_tool(era: str, shop: dict[str, User]
 
 
 @pytest.mark.parametrize("path", PATHS)
+def test_an_enum_argument_reaches_the_view_as_its_value(path: str, shop: dict[str, User]) -> None:
+    caller = Caller(path, "modern", shop["bob"])
+    body = caller.call("flag_order", priority="high", tags=["low"])
+    assert body["structuredContent"] == {"priority": "high", "tags": ["low"]}, body
+    assert text(caller.call("flag_query", priority="low")) == "priority=low"
+
+
+@pytest.mark.parametrize("path", PATHS)
 def test_a_path_argument_its_url_would_not_match_does_not_reach_the_view(path: str, shop: dict[str, User]) -> None:
     """``files/<slug:slug>``: the view trusts its URL's converter, as Django's routing lets it."""
     caller = Caller(path, "modern", shop["bob"])
