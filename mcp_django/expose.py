@@ -49,6 +49,7 @@ from django.core.handlers.wsgi import WSGIRequest
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.db.models import Q
+from django.db.models.fields.files import FieldFile
 from django.http import Http404, HttpRequest, HttpResponseBase
 from django.shortcuts import resolve_url
 from django.urls import NoReverseMatch, get_resolver, get_urlconf, reverse
@@ -67,6 +68,7 @@ from mcp_common.expose import (
     failed,
     get_tool,
     html_to_text,
+    json_value,
     list_tool,
     object_result,
     page_result,
@@ -375,7 +377,7 @@ def _register_model(
         return queryset(request)
 
     def serialize(obj: models.Model) -> dict[str, Any]:
-        row = {field.name: field.value_from_object(obj) for field in shown}
+        row = {field.name: _value(field.value_from_object(obj)) for field in shown}
         return json.loads(json.dumps(row, cls=DjangoJSONEncoder))
 
     if "list" in actions:
@@ -418,14 +420,22 @@ def _register_model(
         def get_row(values: dict[str, Any]) -> CallToolResult:
             try:
                 obj = rows(_outer_request()).filter(pk=values[pk.name]).first()
+                if obj is None:
+                    return error(f"No {meta.verbose_name} with {pk.name} {values[pk.name]}.")
+                return object_result(serialize(obj))
             except Exception:
                 return failed(tool_names["get"], "the query")
-            if obj is None:
-                return error(f"No {meta.verbose_name} with {pk.name} {values[pk.name]}.")
-            return object_result(serialize(obj))
 
         spec, described = get_tool(pk.name, _annotation(pk), str(meta.verbose_name), owner)
         add_tool(server, tool_names["get"], described, spec, get_row, guard)
+
+
+def _value(value: Any) -> Any:
+    """A field's value as the JSON encoder can write it: a file as its name (``None`` without
+    one), binary data as ``None`` (as :func:`json_value` writes it)."""
+    if isinstance(value, FieldFile):
+        return value.name or None
+    return json_value(value) if isinstance(value, bytes | bytearray | memoryview) else value
 
 
 def _field(meta: Any, name: str, owner: str) -> Any:

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from django.contrib.auth.decorators import login_required, permission_required
+from django.db import models
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template import engines
@@ -162,6 +163,21 @@ model_tools(
         Order.objects.all() if request.user.is_staff else Order.objects.filter(owner_id=request.user.pk)
     ),
 )
+
+
+class Document(models.Model):
+    """A model with a file and a binary column, of an app of the tests' own (its table is made
+    by the test that reads it)."""
+
+    title = models.CharField(max_length=50)
+    scan = models.FileField(upload_to="scans/", blank=True)
+    digest = models.BinaryField(default=b"")
+
+    class Meta:
+        app_label = "expose_tests"
+
+
+model_tools(mcp, Document, fields="__all__", permission=None)
 
 
 def broken_queryset(request: HttpRequest) -> Any:

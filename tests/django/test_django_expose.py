@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.db import connection
 
 from example_project.django_site.shop.models import Order
 from tests.django import inprocess
+from tests.django.exposed_site import Document
 from tests.expose_checks import (
     check_an_html_page,
     check_pages_filters_and_search,
@@ -186,6 +188,27 @@ def test_model_tools_need_the_models_view_permission_and_check_their_arguments(e
         answer = alice.send("tools/call", {"name": "list_orders", "arguments": bad}, "list_orders")
         assert answer["result"]["isError"] is True, bad
         assert "validation error" in text(answer["result"]), bad
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_file_column_reads_as_its_name_and_a_binary_one_as_null(path: str) -> None:
+    with connection.schema_editor() as editor:
+        editor.create_model(Document)
+    try:
+        Document.objects.create(title="Receipt", scan="scans/receipt.pdf", digest=b"\x00\xff")
+        Document.objects.create(title="Blank")
+        caller = Caller(path, "modern")
+        listed = caller.call("list_documents")
+        assert not listed.get("isError"), listed
+        assert [(row["title"], row["scan"], row["digest"]) for row in listed["structuredContent"]["results"]] == [
+            ("Receipt", "scans/receipt.pdf", None),
+            ("Blank", None, None),
+        ]
+        one = caller.call("get_document", id=Document.objects.get(title="Receipt").pk)
+        assert one["structuredContent"]["scan"] == "scans/receipt.pdf"
+    finally:
+        with connection.schema_editor() as editor:
+            editor.delete_model(Document)
 
 
 @pytest.mark.parametrize("path", PATHS)
