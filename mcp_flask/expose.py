@@ -35,7 +35,7 @@ import contextlib
 import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal, TypeVar
-from urllib.parse import urlencode
+from urllib.parse import unquote, urlencode
 
 import sqlalchemy as sa
 from flask import Flask, Response, current_app, request, url_for
@@ -247,9 +247,14 @@ def _view_path(view: Callable[..., Any], path_args: dict[str, Any], method: str)
     adapter = app.url_map.bind("localhost")
     for endpoint in endpoints:
         try:
-            return adapter.build(endpoint, path_args, method=method)
-        except BuildError:
+            path = adapter.build(endpoint, path_args, method=method)
+            # Building does not check a value against its converter ("a/b" or "../x" for a
+            # one-segment variable): the URL must route back to the view with these values.
+            matched, values = adapter.match(unquote(path.split("?", 1)[0]), method=method)
+        except (BuildError, HTTPException):
             continue
+        if matched == endpoint and all(path_args[key] == value for key, value in values.items() if key in path_args):
+            return path
     return None
 
 

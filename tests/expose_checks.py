@@ -73,3 +73,13 @@ def check_pages_filters_and_search(alice: Caller, clerk: Caller, owner: str, own
     assert [row["number"] for row in staff["results"]] == ["B-1"]
     # The search text is matched literally: % and _ are not wildcards.
     assert clerk.call("list_orders", search="%")["structuredContent"]["count"] == 0
+
+
+def check_a_path_argument_its_url_refuses(caller: Caller, refusal: str) -> None:
+    """``shop_file(slug)`` at ``files/<slug>``: the view trusts its URL to hold a single path
+    segment (no ``/``, no ``..`` above it), as routing guarantees; called as a tool with a value
+    its URL would not match, it is not run and ``refusal`` begins the tool's error."""
+    assert text(caller.call("shop_file", slug="price-list")) == "file price-list"
+    for bad in ("../../settings.py", "a/b", ""):
+        refused = caller.call("shop_file", slug=bad)
+        assert refused["isError"] is True and text(refused).startswith(refusal), (bad, refused)

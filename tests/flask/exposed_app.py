@@ -124,6 +124,13 @@ view_tool(mcp, OrderCount.as_view("order_count_view"), name="order_count_view")
 
 
 @view_tool(mcp)
+@shop.get("/files/<slug>")
+def shop_file(slug: str) -> ResponseReturnValue:
+    """One of the shop's files; its URL holds one path segment, which the view relies on."""
+    return f"file {slug}", {"Content-Type": "text/plain"}
+
+
+@view_tool(mcp)
 @shop.get("/whoami")
 async def whoami() -> ResponseReturnValue:
     """Who the shop thinks is calling (an async view)."""

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from mcp_common.fast import FastPath
 from mcp_flask import MCP, model_tools, view_tool
 from tests.expose_checks import (
+    check_a_path_argument_its_url_refuses,
     check_an_html_page,
     check_pages_filters_and_search,
     check_what_a_tool_cannot_return,
@@ -142,6 +143,10 @@ def test_class_based_and_async_views(app: Flask, era: str, shop: dict[str, int])
 def test_a_routed_view_whose_url_cannot_be_built_is_not_called(app: Flask, shop: dict[str, int]) -> None:
     refused = Caller(app, "alice", "modern").call("post_order_list")
     assert refused["isError"] is True and text(refused).startswith("The view's URL cannot be built for POST")
+
+
+def test_a_path_argument_its_url_would_not_match_does_not_reach_the_view(app: Flask, shop: dict[str, int]) -> None:
+    check_a_path_argument_its_url_refuses(Caller(app, "bob", "modern"), "The view's URL cannot be built")
 
 
 @pytest.mark.parametrize("era", ERAS)
