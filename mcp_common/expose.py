@@ -28,12 +28,17 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 from pydantic_core import to_jsonable_python
 
+from mcp_common import _sdk
 from mcp_common.permissions import PERMISSION_ATTR, TOOLS_ATTR, require
 
 logger = logging.getLogger("mcp_common.expose")
 
 MAX_TEXT = 100_000
 """Characters of a view's text or HTML answer a tool returns; the rest is cut with a note."""
+
+MAX_PAGE = 1_000_000
+"""The highest page a model's list tool takes (a larger one is a validation error, not an
+offset the database cannot hold)."""
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 """Methods whose non-path arguments travel as a JSON body (the others: the query string)."""
@@ -436,7 +441,7 @@ def list_tool(
     extra: dict[str, Any] = {}
     if search:
         extra["search"] = (str | None, None)
-    extra["page"] = (Annotated[int, Field(ge=1)], 1)
+    extra["page"] = (Annotated[int, Field(ge=1, le=MAX_PAGE)], 1)
     extra["page_size"] = (Annotated[int, Field(ge=1, le=max_page_size)], page_size)
     described = f"List {plural}, {page_size} to a page"
     if filters:
@@ -464,7 +469,15 @@ def add_tool(
     fn = tool_function(name, description, spec, call)
     if guard is not None:
         guard(fn)
-    server.tool(name=name, description=description)(fn)
+    register_tool(server, fn, name, description)
+
+
+def register_tool(server: Any, fn: Callable[..., Any], name: str, description: str, title: str | None = None) -> None:
+    """``server.tool(...)(fn)``, refusing a name the server already has: the SDK would keep
+    the first tool and only log a warning, so a view or model tool would silently be absent."""
+    if any(tool.name == name for tool in _sdk.all_tools(server)):
+        raise ValueError(f"The server already has a tool named {name!r}: give this one another name (name= or names=)")
+    server.tool(name=name, title=title, description=description)(fn)
 
 
 def default_names(model_name: str, plural: str) -> dict[str, str]:

@@ -74,6 +74,7 @@ from mcp_common.expose import (
     page_result,
     path_parameters,
     query_pairs,
+    register_tool,
     share_permission,
     tool_function,
     view_result,
@@ -166,7 +167,7 @@ def _register_view(
         fn = tool_function(tool_name, doc, spec, call)
     # ``@mcp_django.permission_required`` on the view, above or below this decorator, hides the tool.
     share_permission(view, fn)
-    server.tool(name=tool_name, title=title, description=doc)(fn)
+    register_tool(server, fn, tool_name, doc, title)
     return fn
 
 

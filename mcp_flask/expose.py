@@ -66,6 +66,7 @@ from mcp_common.expose import (
     path_parameters,
     pluralize,
     query_pairs,
+    register_tool,
     share_permission,
     snake_case,
     tool_function,
@@ -154,7 +155,7 @@ def view_tool(
             fn = tool_function(tool_name, doc, spec, call)
         # ``@mcp_flask.permission_required`` on the view, above or below this decorator, hides the tool.
         share_permission(view, fn)
-        server.tool(name=tool_name, title=title, description=doc)(fn)
+        register_tool(server, fn, tool_name, doc, title)
         return view
 
     return register(view) if view is not None else register

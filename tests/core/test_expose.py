@@ -8,10 +8,16 @@ import enum
 import uuid
 from decimal import Decimal
 
+import pytest
+from mcp.server import MCPServer
+from mcp.types import CallToolResult
 from pydantic import BaseModel
 
+from mcp_common import _sdk
 from mcp_common.expose import (
     ViewResponse,
+    add_tool,
+    error,
     html_to_text,
     json_value,
     pluralize,
@@ -66,3 +72,20 @@ def test_a_views_arguments_reach_it_as_their_json_values() -> None:
     path, rest = spec.split({"colour": Colour.RED, "window": Window(start=dt.date(2026, 1, 2), days=3), "total": 0})
     assert path == {} and rest == {"colour": "red", "window": {"start": "2026-01-02", "days": 3}, "total": 0}
     assert query_pairs(spec.split({"colour": Colour.RED, "window": None})[1]) == [("colour", "red")]
+
+
+def test_a_tool_name_the_server_already_has_is_refused_at_start_up() -> None:
+    server = MCPServer("Shop")
+
+    @server.tool()
+    def list_orders() -> str:
+        return "the hand-written one"
+
+    def call(values: dict[str, object]) -> CallToolResult:
+        return error("never called")
+
+    spec = tool_arguments({}, None, "test")
+    with pytest.raises(ValueError, match="already has a tool named 'list_orders'"):
+        add_tool(server, "list_orders", "Generated.", spec, call, None)
+    add_tool(server, "list_all_orders", "Generated.", spec, call, None)
+    assert sorted(tool.name for tool in _sdk.all_tools(server)) == ["list_all_orders", "list_orders"]
