@@ -428,6 +428,26 @@ def pluralize(name: str) -> str:
     return name + "s"
 
 
+def check_model_options(
+    owner: str,
+    actions: Sequence[str],
+    fields: Any,
+    page_size: int,
+    max_page_size: int,
+    invalid: type[Exception],
+    columns: str = "fields",
+) -> None:
+    """The options every adapter's ``model_tools`` checks alike, at start-up (``invalid``: the
+    exception the framework raises for a bad setting; ``columns``: what it calls them)."""
+    unknown_actions = set(actions) - {"list", "get"}
+    if unknown_actions or not actions:
+        raise invalid(f'{owner}: actions are "list" and "get", not {sorted(unknown_actions)}')
+    if fields != "__all__" and (isinstance(fields, str) or not fields):
+        raise invalid(f'{owner}: fields= must name the {columns} to show, or be "__all__"')
+    if not 1 <= page_size <= max_page_size:
+        raise invalid(f"{owner}: page_size must be between 1 and max_page_size ({max_page_size})")
+
+
 def list_tool(
     filters: Mapping[str, Any], search: Sequence[str], page_size: int, max_page_size: int, plural: str, owner: str
 ) -> tuple[ToolArguments, str]:

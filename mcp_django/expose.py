@@ -62,6 +62,7 @@ from mcp_common.expose import (
     ToolArguments,
     ViewResponse,
     add_tool,
+    check_model_options,
     default_names,
     describe_view,
     error,
@@ -346,22 +347,13 @@ def _register_model(
 ) -> None:
     meta = model._meta
     owner = f"model_tools({meta.label})"
-    unknown_actions = set(actions) - {"list", "get"}
-    if unknown_actions or not actions:
-        raise ImproperlyConfigured(f'{owner}: actions are "list" and "get", not {sorted(unknown_actions)}')
-    if fields == "__all__":
-        shown = [f for f in meta.concrete_fields]
-    elif isinstance(fields, str) or not fields:
-        raise ImproperlyConfigured(f'{owner}: fields= must name the fields to show, or be "__all__"')
-    else:
-        shown = [_field(meta, name, owner) for name in fields]
+    check_model_options(owner, actions, fields, page_size, max_page_size, ImproperlyConfigured)
+    shown = list(meta.concrete_fields) if fields == "__all__" else [_field(meta, name, owner) for name in fields]
     filtered = [_field(meta, name, owner) for name in filters]
     searched = [_field(meta, name, owner) for name in search]
     for field in searched:
         if field.get_internal_type() not in ("CharField", "TextField", "SlugField", "EmailField", "URLField"):
             raise ImproperlyConfigured(f"{owner}: search field {field.name!r} is not a text field")
-    if not 1 <= page_size <= max_page_size:
-        raise ImproperlyConfigured(f"{owner}: page_size must be between 1 and max_page_size ({max_page_size})")
     order = list(ordering or meta.ordering or ()) or ["pk"]
     if "pk" not in order and meta.pk.name not in order:
         order.append("pk")  # pages must not overlap: the order has to be total

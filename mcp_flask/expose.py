@@ -53,6 +53,7 @@ from mcp_common.expose import (
     BODY_METHODS,
     ViewResponse,
     add_tool,
+    check_model_options,
     default_names,
     describe_view,
     error,
@@ -367,13 +368,9 @@ def model_tools(
         except sa.exc.NoInspectionAvailable:
             raise TypeError(f"{owner}: not a SQLAlchemy mapped class") from None
         columns = {prop.key: getattr(model, prop.key) for prop in mapper.column_attrs}
-        unknown_actions = set(actions) - {"list", "get"}
-        if unknown_actions or not actions:
-            raise ValueError(f'{owner}: actions are "list" and "get", not {sorted(unknown_actions)}')
+        check_model_options(owner, actions, fields, page_size, max_page_size, ValueError, "columns")
         if fields == "__all__":
             shown = list(columns)
-        elif isinstance(fields, str) or not fields:
-            raise ValueError(f'{owner}: fields= must name the columns to show, or be "__all__"')
         else:
             shown = list(fields)
             for name in shown:
@@ -383,8 +380,6 @@ def model_tools(
         for column in searched:
             if not isinstance(column.type, sa.String) or isinstance(column.type, sa.Enum):
                 raise ValueError(f"{owner}: search column {column.key!r} is not a text column")
-        if not 1 <= page_size <= max_page_size:
-            raise ValueError(f"{owner}: page_size must be between 1 and max_page_size ({max_page_size})")
         if len(mapper.primary_key) != 1 and "get" in actions:
             raise ValueError(f'{owner}: get needs a single-column primary key; use actions=("list",)')
         keys = [mapper.get_property_by_column(column).key for column in mapper.primary_key]
