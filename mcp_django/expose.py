@@ -27,12 +27,13 @@ only to callers with the model's ``view`` permission unless ``permission`` says 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 import io
 import json
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlencode
 
@@ -45,14 +46,23 @@ from django.core.exceptions import (
     PermissionDenied,
     SuspiciousOperation,
 )
-from django.core.handlers.wsgi import WSGIRequest
+from django.core.handlers.wsgi import WSGIRequest, get_script_name
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.db.models import Q
 from django.db.models.fields.files import FieldFile
 from django.http import Http404, HttpRequest, HttpResponseBase
 from django.shortcuts import resolve_url
-from django.urls import NoReverseMatch, get_resolver, get_urlconf, reverse
+from django.urls import (
+    NoReverseMatch,
+    get_resolver,
+    get_script_prefix,
+    get_urlconf,
+    reverse,
+    set_script_prefix,
+    set_urlconf,
+)
+from django.utils import translation
 from mcp.types import CallToolResult
 from pydantic import BaseModel
 
@@ -150,8 +160,9 @@ def _register_view(
 
         async def call_async(values: dict[str, Any]) -> CallToolResult:
             try:
-                request, kwargs = _request_for(view, spec, method, values)
-                return respond(await view(request, **kwargs))
+                with _as_the_mcp_request():
+                    request, kwargs = _request_for(view, spec, method, values)
+                    return respond(await view(request, **kwargs))
             except Exception as exc:
                 return _refusal(exc, tool_name)
 
@@ -160,8 +171,9 @@ def _register_view(
 
         def call(values: dict[str, Any]) -> CallToolResult:
             try:
-                request, kwargs = _request_for(view, spec, method, values)
-                return respond(view(request, **kwargs))
+                with _as_the_mcp_request():
+                    request, kwargs = _request_for(view, spec, method, values)
+                    return respond(view(request, **kwargs))
             except Exception as exc:
                 return _refusal(exc, tool_name)
 
@@ -190,7 +202,12 @@ def _request_for(
     environ.pop("HTTP_CONTENT_LENGTH", None)
     environ.pop("HTTP_CONTENT_TYPE", None)
     try:
+        # ``reverse`` puts the script prefix (SCRIPT_NAME, a sub-path deployment) in front;
+        # PATH_INFO is the part after it, as the server would have split it.
         path = reverse(view, kwargs=path_args)
+        prefix = get_script_prefix()
+        if path.startswith(prefix):
+            path = "/" + path[len(prefix) :]
     except NoReverseMatch:
         if view in get_resolver(get_urlconf()).reverse_dict:
             # Routed, but no URL of the view matches these arguments: Django would answer 404,
@@ -218,6 +235,29 @@ def _request_for(
                 setattr(request, attribute, getattr(outer, attribute))
     request._dont_enforce_csrf_checks = True  # type: ignore[attr-defined]
     return request, path_args
+
+
+@contextlib.contextmanager
+def _as_the_mcp_request() -> Iterator[None]:
+    """Django's per-request state as the MCP request had it: its script prefix (a deployment
+    under a sub-path: ``reverse()`` in the view), its URLconf (set by a middleware) and its
+    language (``LocaleMiddleware``). A tool may run on another thread than the request's, where
+    Django's handler set none of these."""
+    outer = _outer_request()
+    if outer is None:
+        yield
+        return
+    prefix, urlconf = get_script_prefix(), get_urlconf()
+    set_script_prefix(get_script_name(outer.META))
+    if getattr(outer, "urlconf", None) is not None:
+        set_urlconf(outer.urlconf)
+    language = getattr(outer, "LANGUAGE_CODE", None)
+    try:
+        with translation.override(language) if language else contextlib.nullcontext():
+            yield
+    finally:
+        set_script_prefix(prefix)
+        set_urlconf(urlconf)
 
 
 def _outer_request() -> HttpRequest | None:

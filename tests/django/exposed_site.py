@@ -13,7 +13,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template import engines
 from django.template.response import TemplateResponse
-from django.urls import path
+from django.urls import path, reverse
+from django.utils.translation import get_language
 from django.views import View
 from django.views.decorators.http import require_POST
 from mcp.server import MCPServer
@@ -38,6 +39,8 @@ def order_list(request: HttpRequest) -> JsonResponse:
             "page": request.GET.get("page"),
             "user": request.user.get_username() or None,
             "path": request.path,
+            "link": reverse(order_page, kwargs={"number": "A-1"}),
+            "language": get_language(),
         }
     )
 

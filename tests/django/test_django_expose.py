@@ -5,13 +5,16 @@ through the caller's queryset, on both views and both protocol eras."""
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import Permission, User
 from django.db import connection
+from django.test import override_settings
 
 from example_project.django_site.shop.models import Order
 from tests.django import inprocess
@@ -79,7 +82,10 @@ def test_a_json_view_answers_as_structured_content_for_the_caller(path: str, era
     assert set(schema["properties"]) == {"status", "page"} and not schema.get("required")
     assert tools["order_list"]["description"] == "The shop's orders, as its JSON API lists them."
     result = caller.call("order_list", status="paid", page=2)
-    expected = {"orders": ["A-1", "B-1"], "page": "2", "user": "alice", "path": "/orders"}
+    expected = {
+        "orders": ["A-1", "B-1"], "page": "2", "user": "alice", "path": "/orders", "link": "/orders/A-1",
+        "language": "en-us",
+    }  # fmt: skip
     assert result["structuredContent"] == expected
     assert json.loads(text(result)) == expected and not result.get("isError")
     # Unset optional arguments are not sent: the view sees no status at all.
@@ -220,3 +226,42 @@ def test_a_failing_query_is_a_bare_server_error(path: str, caplog: pytest.LogCap
         assert answer["isError"] is True and text(answer) == "500 Internal Server Error: the query failed.", name
         assert "orders_secret" not in json.dumps(answer)
     assert sum("orders_secret" in str(record.exc_info) for record in caplog.records if record.exc_info) == 2
+
+
+@pytest.mark.parametrize("view", ["sync", "async"])
+def test_the_view_has_the_mcp_requests_script_prefix_and_language(view: str, shop: dict[str, User]) -> None:
+    """Deployed at /shop (SCRIPT_NAME) with LocaleMiddleware, through Django's own WSGI handler
+    (which sets the script prefix; the test client does not): the view's request has the prefix
+    once, and ``reverse()`` and the active language in the view are the MCP request's, on
+    whichever thread the tool runs."""
+    from django.core.handlers.wsgi import WSGIHandler
+    from django.test import Client
+
+    login = Client()
+    login.force_login(shop["alice"])
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    params = {"name": "order_list", "arguments": {}, "_meta": meta}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
+    environ = {
+        "REQUEST_METHOD": "POST", "SCRIPT_NAME": "/shop", "PATH_INFO": f"/mcp-{view}", "QUERY_STRING": "",
+        "SERVER_NAME": "localhost", "SERVER_PORT": "80", "SERVER_PROTOCOL": "HTTP/1.1", "HTTP_HOST": "localhost",
+        "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": str(len(body)), "HTTP_ACCEPT": inprocess.ACCEPT,
+        "HTTP_MCP_PROTOCOL_VERSION": "2026-07-28", "HTTP_MCP_METHOD": "tools/call", "HTTP_MCP_NAME": "order_list",
+        "HTTP_COOKIE": f"sessionid={login.cookies['sessionid'].value}", "HTTP_ACCEPT_LANGUAGE": "fr",
+        "wsgi.input": io.BytesIO(body), "wsgi.url_scheme": "http", "wsgi.errors": io.StringIO(),
+    }  # fmt: skip
+    statuses: list[str] = []
+    with override_settings(
+        ROOT_URLCONF="tests.django.exposed_site",
+        MIDDLEWARE=[*settings.MIDDLEWARE, "django.middleware.locale.LocaleMiddleware"],
+    ):
+        chunks = WSGIHandler()(environ, lambda status, headers: statuses.append(status))
+        answer = json.loads(b"".join(chunks))
+    assert statuses == ["200 OK"], answer
+    seen = answer["result"]["structuredContent"]
+    assert (seen["user"], seen["path"], seen["link"], seen["language"]) == (
+        "alice",
+        "/shop/orders",
+        "/shop/orders/A-1",
+        "fr",
+    )
