@@ -329,6 +329,45 @@ class LazyTelemetry:
         return await call_next(ctx)
 
 
+def install_tool_context(tool_context: Any) -> None:
+    """Run every tool the SDK calls inside ``tool_context()``, entered where the tool runs: on
+    the SDK's worker thread for a sync tool, in the handler's task for an async one.
+
+    ``tool_context`` is called there and returns a context manager (the serving endpoint's
+    :meth:`~mcp_common.endpoint.MCPEndpoint.tool_context`, found through context variables,
+    which reach that thread). It is what the core's fast path already runs tools in; the SDK's
+    path calls ``FuncMetadata.call_fn``, wrapped here once per process. State a framework keeps
+    per thread (Django's script prefix and language) otherwise never reaches the worker thread.
+    """
+    from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
+
+    original = FuncMetadata.call_fn
+    if getattr(original, "_mcp_common_tool_context", False):
+        return
+
+    async def call_fn(
+        self: Any, fn: Any, fn_is_async: bool, arguments: dict[str, Any], arguments_to_pass_directly: Any = None
+    ) -> Any:
+        inner = fn
+        if fn_is_async:
+
+            async def fn(**kwargs: Any) -> Any:
+                with tool_context():
+                    return await inner(**kwargs)
+
+        else:
+
+            def fn(**kwargs: Any) -> Any:
+                with tool_context():
+                    return inner(**kwargs)
+
+        return await original(self, fn, fn_is_async, arguments, arguments_to_pass_directly)
+
+    call_fn._mcp_common_tool_context = True  # type: ignore[attr-defined]
+    call_fn.__doc__ = original.__doc__
+    FuncMetadata.call_fn = call_fn  # type: ignore[method-assign]
+
+
 def install_lazy_telemetry(server: Any) -> None:
     chain = lowlevel_server(server).middleware
     for index, middleware in enumerate(chain):

@@ -56,6 +56,13 @@ def _denied_now() -> frozenset[str] | None:
     return request.denied if request is not None else None
 
 
+def _tool_context_now() -> contextlib.AbstractContextManager[Any]:
+    """The serving endpoint's :meth:`MCPEndpoint.tool_context` (none outside a request)."""
+    request = current_request.get()
+    endpoint = request.endpoint if request is not None else None
+    return endpoint.tool_context() if endpoint is not None else contextlib.nullcontext()
+
+
 def current_principal(_ctx: Any = None) -> str | None:
     """The authenticated principal of the request being served (``None`` when anonymous).
 
@@ -80,6 +87,7 @@ class MCPEndpoint:
         _sdk.install_elicitation_schema_cache()
         _sdk.install_url_capability_gate(is_url_question)
         _sdk.install_tool_visibility(server, _denied_now)
+        _sdk.install_tool_context(_tool_context_now)
         self.server = server
         self.lowlevel = _sdk.lowlevel_server(server)
         self.name = self.lowlevel.name
@@ -184,7 +192,8 @@ class MCPEndpoint:
         return await loop.run_in_executor(self._executor, functools.partial(fn, *args))
 
     def tool_context(self) -> contextlib.AbstractContextManager[Any]:
-        """What a tool runs inside on the fast path (adapters override: Flask's app context)."""
+        """What a tool runs inside, on every path and on the thread it runs on (adapters
+        override: Flask's app context, Django's per-request state)."""
         return contextlib.nullcontext()
 
     def track(self, task: asyncio.Task[Any]) -> None:

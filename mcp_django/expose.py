@@ -27,13 +27,12 @@ only to callers with the model's ``view`` permission unless ``permission`` says 
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import decimal
 import io
 import json
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlencode
 
@@ -46,7 +45,7 @@ from django.core.exceptions import (
     PermissionDenied,
     SuspiciousOperation,
 )
-from django.core.handlers.wsgi import WSGIRequest, get_script_name
+from django.core.handlers.wsgi import WSGIRequest
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.db.models import Q
@@ -59,14 +58,10 @@ from django.urls import (
     get_script_prefix,
     get_urlconf,
     reverse,
-    set_script_prefix,
-    set_urlconf,
 )
-from django.utils import translation
 from mcp.types import CallToolResult
 from pydantic import BaseModel
 
-from mcp_common import current_request
 from mcp_common.expose import (
     BODY_METHODS,
     ToolArguments,
@@ -91,6 +86,7 @@ from mcp_common.expose import (
     view_result,
 )
 from mcp_common.permissions import require
+from mcp_django.endpoint import serving_request
 
 V = TypeVar("V", bound=Callable[..., Any])
 M = TypeVar("M", bound=type[models.Model])
@@ -160,9 +156,8 @@ def _register_view(
 
         async def call_async(values: dict[str, Any]) -> CallToolResult:
             try:
-                with _as_the_mcp_request():
-                    request, kwargs = _request_for(view, spec, method, values)
-                    return respond(await view(request, **kwargs))
+                request, kwargs = _request_for(view, spec, method, values)
+                return respond(await view(request, **kwargs))
             except Exception as exc:
                 return _refusal(exc, tool_name)
 
@@ -171,9 +166,8 @@ def _register_view(
 
         def call(values: dict[str, Any]) -> CallToolResult:
             try:
-                with _as_the_mcp_request():
-                    request, kwargs = _request_for(view, spec, method, values)
-                    return respond(view(request, **kwargs))
+                request, kwargs = _request_for(view, spec, method, values)
+                return respond(view(request, **kwargs))
             except Exception as exc:
                 return _refusal(exc, tool_name)
 
@@ -189,7 +183,7 @@ def _request_for(
 ) -> tuple[HttpRequest, dict[str, Any]]:
     """The view's request and keyword arguments for one call, as the caller."""
     path_args, rest = spec.split(values)
-    outer = _outer_request()
+    outer = serving_request()
     body = json.dumps(rest, cls=DjangoJSONEncoder).encode() if method in BODY_METHODS else b""
     query = "" if method in BODY_METHODS else urlencode(query_pairs(rest))
     environ: dict[str, Any] = {}
@@ -235,35 +229,6 @@ def _request_for(
                 setattr(request, attribute, getattr(outer, attribute))
     request._dont_enforce_csrf_checks = True  # type: ignore[attr-defined]
     return request, path_args
-
-
-@contextlib.contextmanager
-def _as_the_mcp_request() -> Iterator[None]:
-    """Django's per-request state as the MCP request had it: its script prefix (a deployment
-    under a sub-path: ``reverse()`` in the view), its URLconf (set by a middleware) and its
-    language (``LocaleMiddleware``). A tool may run on another thread than the request's, where
-    Django's handler set none of these."""
-    outer = _outer_request()
-    if outer is None:
-        yield
-        return
-    prefix, urlconf = get_script_prefix(), get_urlconf()
-    set_script_prefix(get_script_name(outer.META))
-    if getattr(outer, "urlconf", None) is not None:
-        set_urlconf(outer.urlconf)
-    language = getattr(outer, "LANGUAGE_CODE", None)
-    try:
-        with translation.override(language) if language else contextlib.nullcontext():
-            yield
-    finally:
-        set_script_prefix(prefix)
-        set_urlconf(urlconf)
-
-
-def _outer_request() -> HttpRequest | None:
-    current = current_request.get()
-    native = current.native if current is not None else None
-    return native if isinstance(native, HttpRequest) else None
 
 
 def _view_response(response: HttpResponseBase) -> ViewResponse:
@@ -423,7 +388,7 @@ def _register_model(
                 return failed(tool_names["list"], "the query")
 
         def listing(values: dict[str, Any]) -> CallToolResult:
-            query = rows(_outer_request()).filter(
+            query = rows(serving_request()).filter(
                 **{n: v for n, v in values.items() if n in filter_types and v is not None}
             )
             text = values.get("search")
@@ -452,7 +417,7 @@ def _register_model(
 
         def get_row(values: dict[str, Any]) -> CallToolResult:
             try:
-                obj = rows(_outer_request()).filter(pk=values[pk.name]).first()
+                obj = rows(serving_request()).filter(pk=values[pk.name]).first()
                 if obj is None:
                     return error(f"No {meta.verbose_name} with {pk.name} {values[pk.name]}.")
                 return object_result(serialize(obj))

@@ -51,9 +51,10 @@ def get_endpoint(server: Any) -> MCPEndpoint:
             endpoint = _endpoints.get(id(resolved))
             if endpoint is None:
                 from mcp_django.conf import mcp_settings
+                from mcp_django.endpoint import DjangoEndpoint
                 from mcp_django.store import DjangoStore
 
-                endpoint = MCPEndpoint(resolved, mcp_settings.build_config(), DjangoStore())
+                endpoint = DjangoEndpoint(resolved, mcp_settings.build_config(), DjangoStore())
                 _endpoints[id(resolved)] = endpoint
     with contextlib.suppress(TypeError):  # an unhashable reference is resolved each time
         _by_reference[server] = endpoint

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+from typing import Any
 
 import pytest
 from mcp.server import MCPServer
@@ -186,3 +187,46 @@ def test_tool_visibility_wraps_the_tool_managers_lookups() -> None:
     assert [t.name for t in manager.list_tools()] == ["shown"]
     assert manager.get_tool("hidden") is None and manager.get_tool("shown") is not None
     assert [t.name for t in _sdk.all_tools(server)] == ["shown", "hidden"]
+
+
+def test_tool_context_wraps_the_sdks_tool_call_on_the_tools_own_thread() -> None:
+    """``FuncMetadata.call_fn`` is how the SDK runs a tool (a sync one on a worker thread): the
+    serving endpoint's ``tool_context()`` is entered there, around the tool, for sync and async
+    tools alike."""
+    import asyncio
+    import contextlib
+    import threading
+
+    from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
+
+    from mcp_common import HTTPRequest, MCPConfig, MCPEndpoint, MemoryStore, current_request
+
+    entered: list[str] = []
+
+    class Recording(MCPEndpoint):
+        @contextlib.contextmanager
+        def tool_context(self) -> Any:
+            entered.append(threading.current_thread().name)
+            yield
+
+    point = Recording(MCPServer("Context"), MCPConfig(), MemoryStore())
+    assert getattr(FuncMetadata.call_fn, "_mcp_common_tool_context", False)
+
+    def sync_tool(x: int) -> str:
+        return f"{threading.current_thread().name} {x}"
+
+    async def async_tool(x: int) -> int:
+        return x + 1
+
+    async def call(fn: Any, is_async: bool) -> Any:
+        token = current_request.set(HTTPRequest("POST", {}, endpoint=point))
+        try:
+            return await func_metadata(fn).call_fn(fn, is_async, {"x": 1})
+        finally:
+            current_request.reset(token)
+
+    ran = asyncio.run(call(sync_tool, False))
+    assert entered == [ran.removesuffix(" 1")] and entered[0] != threading.current_thread().name
+    assert asyncio.run(call(async_tool, True)) == 2 and len(entered) == 2
+    # Outside a request nothing is entered.
+    assert asyncio.run(func_metadata(async_tool).call_fn(async_tool, True, {"x": 2})) == 3 and len(entered) == 2

@@ -110,6 +110,17 @@ def shop_file(request: HttpRequest, slug: str) -> HttpResponse:
     return HttpResponse(f"file {slug}", content_type="text/plain")
 
 
+@mcp.tool()
+def where_am_i() -> dict[str, str]:
+    """A plain SDK tool: where reverse() and the active language point."""
+    return {"link": reverse(order_page, kwargs={"number": "A-1"}), "language": get_language()}
+
+
+@mcp.tool()
+async def where_am_i_async() -> dict[str, str]:
+    return {"link": reverse(order_page, kwargs={"number": "A-1"}), "language": get_language()}
+
+
 @view_tool(mcp)
 def broken(request: HttpRequest) -> HttpResponse:
     raise RuntimeError("database password is hunter2")

@@ -228,26 +228,20 @@ def test_a_failing_query_is_a_bare_server_error(path: str, caplog: pytest.LogCap
     assert sum("orders_secret" in str(record.exc_info) for record in caplog.records if record.exc_info) == 2
 
 
-@pytest.mark.parametrize("view", ["sync", "async"])
-def test_the_view_has_the_mcp_requests_script_prefix_and_language(view: str, shop: dict[str, User]) -> None:
-    """Deployed at /shop (SCRIPT_NAME) with LocaleMiddleware, through Django's own WSGI handler
-    (which sets the script prefix; the test client does not): the view's request has the prefix
-    once, and ``reverse()`` and the active language in the view are the MCP request's, on
-    whichever thread the tool runs."""
+def wsgi_call(path: str, tool: str, cookie: str) -> dict[str, Any]:
+    """``tool`` called through Django's own WSGI handler (which sets the script prefix; the
+    test client does not), deployed at /shop, with LocaleMiddleware and ``Accept-Language: fr``."""
     from django.core.handlers.wsgi import WSGIHandler
-    from django.test import Client
 
-    login = Client()
-    login.force_login(shop["alice"])
     meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
-    params = {"name": "order_list", "arguments": {}, "_meta": meta}
+    params = {"name": tool, "arguments": {}, "_meta": meta}
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
     environ = {
-        "REQUEST_METHOD": "POST", "SCRIPT_NAME": "/shop", "PATH_INFO": f"/mcp-{view}", "QUERY_STRING": "",
+        "REQUEST_METHOD": "POST", "SCRIPT_NAME": "/shop", "PATH_INFO": path, "QUERY_STRING": "",
         "SERVER_NAME": "localhost", "SERVER_PORT": "80", "SERVER_PROTOCOL": "HTTP/1.1", "HTTP_HOST": "localhost",
         "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": str(len(body)), "HTTP_ACCEPT": inprocess.ACCEPT,
-        "HTTP_MCP_PROTOCOL_VERSION": "2026-07-28", "HTTP_MCP_METHOD": "tools/call", "HTTP_MCP_NAME": "order_list",
-        "HTTP_COOKIE": f"sessionid={login.cookies['sessionid'].value}", "HTTP_ACCEPT_LANGUAGE": "fr",
+        "HTTP_MCP_PROTOCOL_VERSION": "2026-07-28", "HTTP_MCP_METHOD": "tools/call", "HTTP_MCP_NAME": tool,
+        "HTTP_COOKIE": f"sessionid={cookie}", "HTTP_ACCEPT_LANGUAGE": "fr",
         "wsgi.input": io.BytesIO(body), "wsgi.url_scheme": "http", "wsgi.errors": io.StringIO(),
     }  # fmt: skip
     statuses: list[str] = []
@@ -258,10 +252,22 @@ def test_the_view_has_the_mcp_requests_script_prefix_and_language(view: str, sho
         chunks = WSGIHandler()(environ, lambda status, headers: statuses.append(status))
         answer = json.loads(b"".join(chunks))
     assert statuses == ["200 OK"], answer
-    seen = answer["result"]["structuredContent"]
-    assert (seen["user"], seen["path"], seen["link"], seen["language"]) == (
-        "alice",
-        "/shop/orders",
-        "/shop/orders/A-1",
-        "fr",
-    )
+    return dict(answer["result"]["structuredContent"])
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("tool", ["order_list", "where_am_i", "where_am_i_async"])
+def test_tools_run_with_the_mcp_requests_script_prefix_and_language(
+    path: str, tool: str, shop: dict[str, User]
+) -> None:
+    """Deployed at /shop with LocaleMiddleware: in a view tool and in plain SDK tools, sync or
+    async, ``reverse()`` and the active language are the MCP request's, on whichever thread the
+    tool runs; a view tool's request has the prefix once."""
+    from django.test import Client
+
+    login = Client()
+    login.force_login(shop["alice"])
+    seen = wsgi_call(path, tool, login.cookies["sessionid"].value)
+    assert (seen["link"], seen["language"]) == ("/shop/orders/A-1", "fr")
+    if tool == "order_list":
+        assert (seen["user"], seen["path"]) == ("alice", "/shop/orders")

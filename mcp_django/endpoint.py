@@ -1,0 +1,53 @@
+"""The endpoint as Django serves it: every tool runs with the MCP request's Django state.
+
+Django's handler sets some state for the thread that serves a request: the script prefix
+(``reverse()`` under a sub-path deployment), the URLconf a middleware chose
+(``request.urlconf``) and the language (``LocaleMiddleware``). A tool may run elsewhere: on a
+worker thread of the SDK's, on the endpoint's event loop, after the response began (a legacy
+call waiting for an answer). :meth:`DjangoEndpoint.tool_context` gives it the same state there,
+so ``reverse()`` and ``gettext`` in a tool answer the same on every path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from django.core.handlers.wsgi import get_script_name
+from django.http import HttpRequest
+from django.urls import get_script_prefix, get_urlconf, set_script_prefix, set_urlconf
+from django.utils import translation
+
+from mcp_common import MCPEndpoint, current_request
+
+
+@contextlib.contextmanager
+def request_state(request: HttpRequest) -> Iterator[None]:
+    """Django's per-request state as ``request`` had it, restored afterwards."""
+    prefix, urlconf = get_script_prefix(), get_urlconf()
+    set_script_prefix(get_script_name(request.META))
+    if getattr(request, "urlconf", None) is not None:
+        set_urlconf(request.urlconf)
+    language = getattr(request, "LANGUAGE_CODE", None)
+    try:
+        with translation.override(language) if language else contextlib.nullcontext():
+            yield
+    finally:
+        set_script_prefix(prefix)
+        set_urlconf(urlconf)
+
+
+def serving_request() -> HttpRequest | None:
+    """The Django request whose MCP message is being served, if any."""
+    current = current_request.get()
+    native = current.native if current is not None else None
+    return native if isinstance(native, HttpRequest) else None
+
+
+class DjangoEndpoint(MCPEndpoint):
+    """An ``MCPEndpoint`` whose tools run with the serving Django request's state."""
+
+    def tool_context(self) -> contextlib.AbstractContextManager[Any]:
+        request = serving_request()
+        return request_state(request) if request is not None else contextlib.nullcontext()
