@@ -31,9 +31,11 @@ import datetime as dt
 import decimal
 import io
 import json
+import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, TypeVar
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Literal, NamedTuple, TypeVar
 from urllib.parse import urlencode
 
 from asgiref.sync import iscoroutinefunction
@@ -54,6 +56,9 @@ from django.http import Http404, HttpRequest, HttpResponseBase
 from django.shortcuts import resolve_url
 from django.urls import (
     NoReverseMatch,
+    Resolver404,
+    URLPattern,
+    URLResolver,
     get_resolver,
     get_script_prefix,
     get_urlconf,
@@ -88,6 +93,8 @@ from mcp_common.expose import (
 from mcp_common.permissions import require
 from mcp_django.endpoint import serving_request
 
+logger = logging.getLogger("mcp_django.expose")
+
 V = TypeVar("V", bound=Callable[..., Any])
 M = TypeVar("M", bound=type[models.Model])
 
@@ -104,6 +111,7 @@ def view_tool(
     arguments: Mapping[str, Any] | type[BaseModel] | None = None,
     path_arguments: Mapping[str, Any] | None = None,
     title: str | None = None,
+    url_name: str | None = None,
 ) -> Any:
     """Register ``view`` as a tool of ``server``; as a decorator without ``view``.
 
@@ -118,7 +126,9 @@ def view_tool(
     def register(view: V) -> V:
         # A class-based view may be given as its class: it is served through ``as_view()``.
         function = view.as_view() if isinstance(view, type) and hasattr(view, "as_view") else view
-        fn = _register_view(server, function, name, description, method.upper(), arguments, path_arguments, title)
+        fn = _register_view(
+            server, function, name, description, method.upper(), arguments, path_arguments, title, url_name
+        )
         if function is not view:
             share_permission(view, fn)
         return view
@@ -135,6 +145,7 @@ def _register_view(
     arguments: Mapping[str, Any] | type[BaseModel] | None,
     path_arguments: Mapping[str, Any] | None,
     title: str | None,
+    url_name: str | None = None,
 ) -> Callable[..., Any]:
     view_class = getattr(view, "view_class", None)
     tool_name, spec, doc = describe_view(
@@ -156,7 +167,7 @@ def _register_view(
 
         async def call_async(values: dict[str, Any]) -> CallToolResult:
             try:
-                request, kwargs = _request_for(view, spec, method, values)
+                request, kwargs = _request_for(view, spec, method, values, tool_name, url_name)
                 return respond(await view(request, **kwargs))
             except Exception as exc:
                 return _refusal(exc, tool_name)
@@ -166,7 +177,7 @@ def _register_view(
 
         def call(values: dict[str, Any]) -> CallToolResult:
             try:
-                request, kwargs = _request_for(view, spec, method, values)
+                request, kwargs = _request_for(view, spec, method, values, tool_name, url_name)
                 return respond(view(request, **kwargs))
             except Exception as exc:
                 return _refusal(exc, tool_name)
@@ -179,7 +190,12 @@ def _register_view(
 
 
 def _request_for(
-    view: Callable[..., Any], spec: ToolArguments, method: str, values: dict[str, Any]
+    view: Callable[..., Any],
+    spec: ToolArguments,
+    method: str,
+    values: dict[str, Any],
+    tool_name: str,
+    url_name: str | None,
 ) -> tuple[HttpRequest, dict[str, Any]]:
     """The view's request and keyword arguments for one call, as the caller."""
     path_args, rest = spec.split(values)
@@ -195,19 +211,7 @@ def _request_for(
         )
     environ.pop("HTTP_CONTENT_LENGTH", None)
     environ.pop("HTTP_CONTENT_TYPE", None)
-    try:
-        # ``reverse`` puts the script prefix (SCRIPT_NAME, a sub-path deployment) in front;
-        # PATH_INFO is the part after it, as the server would have split it.
-        path = reverse(view, kwargs=path_args)
-        prefix = get_script_prefix()
-        if path.startswith(prefix):
-            path = "/" + path[len(prefix) :]
-    except NoReverseMatch:
-        if view in get_resolver(get_urlconf()).reverse_dict:
-            # Routed, but no URL of the view matches these arguments: Django would answer 404,
-            # and the view must not get a value its URL's converters refuse ("../" for a slug).
-            raise Http404 from None
-        path = outer.path_info if outer is not None else "/"
+    path = _view_path(view, tool_name, url_name, path_args, outer)
     environ.update(
         {
             "REQUEST_METHOD": method,
@@ -229,6 +233,120 @@ def _request_for(
                 setattr(request, attribute, getattr(outer, attribute))
     request._dont_enforce_csrf_checks = True  # type: ignore[attr-defined]
     return request, path_args
+
+
+class UnroutableView(ImproperlyConfigured):
+    """The view's URL cannot be built: the tool's error says what to change."""
+
+
+class _Routes(NamedTuple):
+    targets: tuple[Any, ...]
+    """What ``reverse()`` takes for each URL pattern routing the view: its full name
+    (``"namespace:name"``), or the callback of an unnamed pattern outside any namespace."""
+    unnamed: tuple[str, ...]
+    """Namespaces holding an unnamed pattern of the view (Django cannot reverse those)."""
+
+
+_ROUTES: weakref.WeakKeyDictionary[Any, dict[Any, _Routes | None]] = weakref.WeakKeyDictionary()
+"""Per URL resolver (Django makes a new one when the URLconf changes), the view's routes."""
+
+
+def _view_path(
+    view: Callable[..., Any], tool_name: str, url_name: str | None, path_args: dict[str, Any], outer: Any
+) -> str:
+    """The view's PATH_INFO for these path arguments: its URL, built and routed back to it."""
+    resolver = get_resolver(get_urlconf())
+    if url_name is not None:
+        routes = _Routes((url_name,), ())
+    else:
+        found = _routes(resolver, view)
+        if found is None:
+            # Routed nowhere (a view written for its tool): no converter to honour.
+            return outer.path_info if outer is not None else "/"
+        routes = found
+    prefix = get_script_prefix()
+    for target in routes.targets:
+        try:
+            # ``reverse`` puts the script prefix (SCRIPT_NAME, a sub-path deployment) in front;
+            # PATH_INFO is the part after it, as the server would have split it.
+            path = reverse(target, kwargs=path_args)
+        except NoReverseMatch:
+            continue
+        if path.startswith(prefix):
+            path = "/" + path[len(prefix) :]
+        try:
+            match = resolver.resolve(path)
+        except Resolver404:
+            continue
+        if _serves(match.func, view) and set(match.kwargs) == set(path_args):
+            return path
+        if url_name is not None:
+            raise UnroutableView(
+                f"The URL named {url_name!r} routes to another view than {tool_name}'s: "
+                "fix the url_name of its view_tool()."
+            )
+    if url_name is not None and url_name not in _names(resolver):
+        raise UnroutableView(f"No URL is named {url_name!r}: fix the url_name of {tool_name}'s view_tool().")
+    if not routes.targets:
+        raise UnroutableView(
+            f"The view of {tool_name} is routed without a name inside the namespace "
+            f"{routes.unnamed[0]!r}, which Django cannot reverse: name its URL pattern, or pass "
+            "url_name= to its view_tool()."
+        )
+    # Routed, but no URL of the view admits these arguments: Django would answer 404, and the
+    # view must not get a value its URL's converters refuse ("../" for a slug).
+    raise Http404
+
+
+def _routes(resolver: Any, view: Callable[..., Any]) -> _Routes | None:
+    """How to reverse the URL patterns routing ``view``; ``None``: it is routed nowhere."""
+    known = _ROUTES.setdefault(resolver, {})
+    if view in known:
+        return known[view]
+    targets: list[Any] = []
+    unnamed: list[str] = []
+    for pattern, namespaces in _patterns(resolver.url_patterns, ()):
+        if not _serves(pattern.callback, view):
+            continue
+        if pattern.name:
+            targets.append(":".join((*namespaces, pattern.name)))
+        elif namespaces:
+            unnamed.append(":".join(namespaces))
+        else:
+            targets.append(pattern.callback)
+    found = _Routes(tuple(targets), tuple(unnamed)) if targets or unnamed else None
+    known[view] = found
+    return found
+
+
+def _names(resolver: Any) -> set[str]:
+    return {
+        ":".join((*namespaces, pattern.name))
+        for pattern, namespaces in _patterns(resolver.url_patterns, ())
+        if pattern.name
+    }
+
+
+def _patterns(patterns: Sequence[Any], namespaces: tuple[str, ...]) -> Iterator[tuple[URLPattern, tuple[str, ...]]]:
+    for pattern in patterns:
+        if isinstance(pattern, URLResolver):
+            inner = (*namespaces, pattern.namespace) if pattern.namespace else namespaces
+            yield from _patterns(pattern.url_patterns, inner)
+        elif isinstance(pattern, URLPattern):
+            yield pattern, namespaces
+
+
+def _serves(callback: Any, view: Callable[..., Any]) -> bool:
+    """Whether a URL pattern's callback is ``view``: the same function (or one wrapping it, as
+    ``login_required(view)`` in a URLconf does), or an ``as_view()`` of the same class."""
+    view_class = getattr(view, "view_class", None)
+    if view_class is not None:
+        return getattr(callback, "view_class", None) is view_class
+    while callback is not None:
+        if callback is view:
+            return True
+        callback = getattr(callback, "__wrapped__", None)
+    return False
 
 
 def _view_response(response: HttpResponseBase) -> ViewResponse:
@@ -262,6 +380,9 @@ def _refusal(exc: Exception, tool_name: str) -> CallToolResult:
         return error("403 Forbidden")
     if isinstance(exc, BadRequest | SuspiciousOperation):
         return error("400 Bad Request")
+    if isinstance(exc, UnroutableView):
+        logger.error("%s", exc)
+        return error(str(exc))
     return failed(tool_name)
 
 

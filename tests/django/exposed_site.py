@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template import engines
 from django.template.response import TemplateResponse
-from django.urls import path, reverse
+from django.urls import include, path, reverse
 from django.utils.translation import get_language
 from django.views import View
 from django.views.decorators.http import require_POST
@@ -108,6 +108,44 @@ async def whoami(request: HttpRequest) -> JsonResponse:
 def shop_file(request: HttpRequest, slug: str) -> HttpResponse:
     """One of the shop's files; its URL admits only a slug, which the view relies on."""
     return HttpResponse(f"file {slug}", content_type="text/plain")
+
+
+@view_tool(mcp)
+def catalog_item(request: HttpRequest, slug: str) -> HttpResponse:
+    """An item, routed by name inside the namespaced ``catalog`` include; trusts its slug."""
+    return HttpResponse(f"item {slug} at {request.path}", content_type="text/plain")
+
+
+@view_tool(mcp)
+def catalog_unnamed(request: HttpRequest, slug: str) -> HttpResponse:
+    """Routed inside the ``catalog`` namespace without a name: Django cannot reverse it."""
+    return HttpResponse(f"unnamed {slug}", content_type="text/plain")
+
+
+@view_tool(mcp, name="shelf", path_arguments={"slug": str})
+class Shelf(View):
+    """A shelf (a class-based view given as its class, routed through its own ``as_view()``)."""
+
+    def get(self, request: HttpRequest, slug: str) -> HttpResponse:
+        return HttpResponse(f"shelf {slug} at {request.path}", content_type="text/plain")
+
+
+@view_tool(mcp, url_name="catalog:aisle")
+def aisle(request: HttpRequest, slug: str) -> HttpResponse:
+    """An aisle, its URL named by ``url_name``."""
+    return HttpResponse(f"aisle {slug} at {request.path}", content_type="text/plain")
+
+
+@view_tool(mcp, url_name="catalog:item")
+def misnamed(request: HttpRequest, slug: str) -> HttpResponse:
+    """Its ``url_name`` names another view's URL."""
+    return HttpResponse(f"misnamed {slug}", content_type="text/plain")
+
+
+@view_tool(mcp, url_name="catalog:isle")
+def mistyped(request: HttpRequest, slug: str) -> HttpResponse:
+    """Its ``url_name`` names no URL."""
+    return HttpResponse(f"mistyped {slug}", content_type="text/plain")
 
 
 @mcp.tool()
@@ -207,7 +245,18 @@ model_tools(
     names={"list": "list_broken_orders", "get": "get_broken_order"},
 )
 
+catalog = (
+    [
+        path("items/<slug:slug>", catalog_item, name="item"),
+        path("aisles/<slug:slug>", aisle, name="aisle"),
+        path("unnamed/<slug:slug>", catalog_unnamed),
+    ],
+    "catalog",
+)
+
 urlpatterns = [
+    path("catalog/", include(catalog)),
+    path("shelves/<slug:slug>", Shelf.as_view(), name="shelf"),
     path("orders", order_list),
     path("orders/<str:number>", order_page),
     path("orders/<str:number>/cancel", cancel_order),

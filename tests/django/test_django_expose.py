@@ -161,6 +161,44 @@ def test_a_path_argument_its_url_would_not_match_does_not_reach_the_view(path: s
         assert refused["isError"] is True and text(refused) == "404 Not Found", bad
 
 
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize(
+    ("tool", "answer"),
+    [
+        ("catalog_item", "item price-list at /catalog/items/price-list"),  # inside a namespace
+        ("shelf", "shelf price-list at /shelves/price-list"),  # a class given as its class
+        ("aisle", "aisle price-list at /catalog/aisles/price-list"),  # url_name=
+    ],
+)
+def test_a_view_routed_by_namespace_or_class_still_gets_only_what_its_url_admits(
+    path: str, tool: str, answer: str, shop: dict[str, User]
+) -> None:
+    """``reverse(view)`` finds neither a view inside a namespaced ``include()`` nor a class
+    routed through its own ``as_view()``: the view's URL is found all the same, the view sees
+    it as its path, and a value its converter refuses does not reach it."""
+    caller = Caller(path, "modern", shop["bob"])
+    assert text(caller.call(tool, slug="price-list")) == answer
+    for bad in ("../../settings.py", "a/b", ""):
+        refused = caller.call(tool, slug=bad)
+        assert refused["isError"] is True and text(refused) == "404 Not Found", (tool, bad, refused)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_view_whose_url_cannot_be_built_is_not_run(path: str, shop: dict[str, User]) -> None:
+    """Unnamed inside a namespace (Django cannot reverse it), or ``url_name`` naming another
+    view's URL or none: the tool errs, telling the developer what to fix, and the view never runs."""
+    caller = Caller(path, "modern", shop["bob"])
+    unnamed = caller.call("catalog_unnamed", slug="price-list")
+    assert unnamed["isError"] is True, unnamed
+    assert "catalog_unnamed" in text(unnamed) and "url_name" in text(unnamed), unnamed
+    misnamed = caller.call("misnamed", slug="price-list")
+    assert misnamed["isError"] is True, misnamed
+    assert "catalog:item" in text(misnamed) and "misnamed" in text(misnamed), misnamed
+    mistyped = caller.call("mistyped", slug="price-list")
+    assert mistyped["isError"] is True, mistyped
+    assert text(mistyped).startswith("No URL is named 'catalog:isle'"), mistyped
+
+
 # -- models ------------------------------------------------------------------------------------
 
 
