@@ -189,6 +189,11 @@ ONE_STATEMENT_ANSWERS = 16
 client chooses how many ``inputResponses`` it sends: more than this many are recorded one
 statement each, so the statements built (and cached) per answer count stay few."""
 
+UNANSWERED_DETAIL = "The client retried without answering it"
+"""``detail`` of a 2026-07-28 question left out of the retry that redeemed its request state:
+the row is ``expired`` then (the state is spent, so no later retry can answer it; if the tool
+still needs the answer, the next round asks again, in a row of its own)."""
+
 OPEN_STATUSES = ("pending", "accepted")
 """Statuses a URL-mode elicitation can be completed from."""
 
@@ -370,8 +375,10 @@ class SessionStore(Protocol):
         answers: dict[str, tuple[str, str | None]],
     ) -> RequestStateRecord | None:
         """Redeem a handle once: mark it consumed if it is unconsumed, unexpired and bound to
-        exactly this request and principal, and record ``answers`` (``{request_key: (status,
-        answer)}``) on the elicitations it asked. ``None`` (and nothing written) otherwise."""
+        exactly this request and principal, record ``answers`` (``{request_key: (status,
+        answer)}``) on the elicitations it asked, and mark those it asked that are still
+        pending ``expired`` (:data:`UNANSWERED_DETAIL`). ``None`` (and nothing written)
+        otherwise."""
         ...
 
     def elicitations_for_state(self, state_id: str) -> list[ElicitationRecord]: ...
@@ -609,9 +616,14 @@ class MemoryStore:
                 return None
             self._states[state_id] = state = replace(state, consumed=now)
             for row in list(self._elicitations.values()):
-                if row.state_id == state_id and row.request_key in answers and row.status == "pending":
-                    status, answer = answers[row.request_key]
-                    self._elicitations[row.id] = replace(row, status=status, answer=answer, updated=now)
+                if row.state_id == state_id and row.status == "pending":
+                    if row.request_key in answers:
+                        status, answer = answers[row.request_key]
+                        self._elicitations[row.id] = replace(row, status=status, answer=answer, updated=now)
+                    else:
+                        self._elicitations[row.id] = replace(
+                            row, status="expired", detail=UNANSWERED_DETAIL, updated=now
+                        )
             return state
 
     def elicitations_for_state(self, state_id: str) -> list[ElicitationRecord]:

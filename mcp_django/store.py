@@ -20,6 +20,7 @@ from django.utils.dateparse import parse_datetime
 from mcp_common.store import (
     ONE_STATEMENT_ANSWERS,
     OPEN_STATUSES,
+    UNANSWERED_DETAIL,
     ElicitationRecord,
     EventRecord,
     PendingRequestRecord,
@@ -362,6 +363,17 @@ class DjangoStore:
                     f"AND {rows}.status = 'pending')"
                 )
                 params += [status, answer, moment, key]
+            # The questions the retry left unanswered (disjoint from the answered ones: every
+            # part of one statement sees the rows as they were before it).
+            sql += (
+                f", unanswered AS (UPDATE {rows} SET status = 'expired', detail = %s, updated = %s "
+                f"FROM claimed WHERE {rows}.state_id = claimed.state_id AND {rows}.status = 'pending'"
+            )
+            params += [UNANSWERED_DETAIL, moment]
+            if answers:
+                sql += f" AND {rows}.request_key NOT IN ({', '.join(['%s'] * len(answers))})"
+                params += list(answers)
+            sql += ")"
             with _writing(connection, one_statement=True) as cursor:
                 cursor.execute(sql + " SELECT sealed, created, expires FROM claimed", params)
                 claimed = cursor.fetchone()
@@ -388,6 +400,13 @@ class DjangoStore:
                         "WHERE state_id = %s AND request_key = %s AND status = 'pending'",
                         [status, answer, moment, state_id, key],
                     )
+                cursor.execute(
+                    f"UPDATE {rows} SET status = 'expired', detail = %s, updated = %s "
+                    # COALESCE (the status is never NULL) keeps SQLite's planner, which has no
+                    # statistics, off the status index: it would walk every pending row.
+                    "WHERE state_id = %s AND COALESCE(status, '') = 'pending'",
+                    [UNANSWERED_DETAIL, moment, state_id],
+                )
         return RequestStateRecord(
             state_id=state_id,
             server_name=server_name,

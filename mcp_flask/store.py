@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import fields
 from typing import Any, ParamSpec, TypeVar
 
-from sqlalchemy import Engine, String, bindparam, create_engine, delete, event, insert, select, update
+from sqlalchemy import Engine, String, bindparam, create_engine, delete, event, func, insert, select, update
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -26,6 +26,7 @@ from sqlalchemy.pool import StaticPool
 from mcp_common.store import (
     ONE_STATEMENT_ANSWERS,
     OPEN_STATUSES,
+    UNANSWERED_DETAIL,
     ElicitationRecord,
     EventRecord,
     PendingRequestRecord,
@@ -148,6 +149,14 @@ _ANSWER_STATE_ROW = (
     .values(status=bindparam("b_status"), answer=bindparam("b_answer"), updated=bindparam("b_moment"))
 )
 
+_EXPIRE_UNANSWERED = (
+    update(MCPElicitation)
+    # ``COALESCE`` (the status is never NULL) keeps SQLite's planner, which has no statistics,
+    # off the status index: it would walk every pending row of every state.
+    .where(MCPElicitation.state_id == bindparam("b_state"), func.coalesce(MCPElicitation.status, "") == "pending")
+    .values(status="expired", detail=bindparam("b_detail"), updated=bindparam("b_moment"))
+)
+
 
 class _DriverStatement:
     """A Core statement compiled once for the engine's dialect, run on the DBAPI cursor.
@@ -196,6 +205,7 @@ class _DriverStatements:
         self.claim = _DriverStatement(_CLAIM_STATE_RETURNING if update_returning else _CLAIM_STATE, dialect)
         self.read_state = _DriverStatement(_READ_STATE, dialect)
         self.answer = _DriverStatement(_ANSWER_STATE_ROW, dialect)
+        self.unanswered = _DriverStatement(_EXPIRE_UNANSWERED, dialect)
         self.read_session = _DriverStatement(_READ_SESSION, dialect)
         self.one_statement = dialect.name == "postgresql"
         """Writes of several rows go out as one statement (a data-modifying ``WITH``)."""
@@ -248,7 +258,20 @@ class _DriverStatements:
                 .cte(f"answered_{n}")
                 for n in range(answers)
             ]
-            statement = select(claimed.c.sealed, claimed.c.created, claimed.c.expires).add_cte(*recorded)
+            # The questions the retry left unanswered (disjoint from the answered ones: every
+            # part of one statement sees the rows as they were before it).
+            keys = [bindparam(f"a{n}_key", type_=String) for n in range(answers)]
+            unanswered = (
+                update(MCPElicitation)
+                .where(
+                    MCPElicitation.state_id == claimed.c.state_id,
+                    MCPElicitation.status == "pending",
+                    *([MCPElicitation.request_key.not_in(keys)] if keys else []),
+                )
+                .values(status="expired", detail=bindparam("b_detail", type_=String), updated=bindparam("b_moment"))
+                .cte("unanswered")
+            )
+            statement = select(claimed.c.sealed, claimed.c.created, claimed.c.expires).add_cte(*recorded, unanswered)
             found = self._redemptions[answers] = _DriverStatement(statement, self.dialect)
         return found
 
@@ -697,6 +720,7 @@ class SQLAlchemyStore:
             "b_target": target,
             "b_digest": args_digest,
             "b_principal": principal,
+            "b_detail": UNANSWERED_DETAIL,
         }
         driver = self._driver
         if driver.one_statement and len(answers) <= ONE_STATEMENT_ANSWERS:
@@ -753,6 +777,8 @@ class SQLAlchemyStore:
             for key, (status, answer) in answers.items():
                 values = {"b_state": state_id, "b_key": key, "b_status": status, "b_answer": answer, "b_moment": moment}
                 cursor.execute(driver.answer.sql, driver.answer.params(values))
+            expire = {"b_state": state_id, "b_detail": binding["b_detail"], "b_moment": moment}
+            cursor.execute(driver.unanswered.sql, driver.unanswered.params(expire))
         return claimed
 
     @_retry

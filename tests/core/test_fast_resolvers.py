@@ -336,6 +336,33 @@ def test_two_questions_are_batched_and_answered_alike(point: MCPEndpoint) -> Non
     assert results[0][1]["result"]["content"][0]["text"] == "Ada says hi: True"
 
 
+@pytest.mark.parametrize("path", [fast, full], ids=["fast", "full"])
+def test_a_question_left_out_of_a_retry_is_asked_again_and_leaves_the_pending_list(
+    path: Any, point: MCPEndpoint
+) -> None:
+    """The client answers one of two questions: the tool asks the other again, in a row of its
+    own; the first row of that question is no longer pending (no retry can answer it now)."""
+    store = point.store
+    asked = path(point, call("both", {"text": "hi"}))
+    first = json.loads(asked.body)["result"]
+    ok_key = next(key for key in first["inputRequests"] if key.endswith("ask_ok"))
+    retry = call(
+        "both",
+        {"text": "hi"},
+        inputResponses={ok_key: {"action": "accept", "content": {"ok": True}}},
+        requestState=first["requestState"],
+    )
+    second = json.loads(path(point, retry).body)["result"]
+    assert second["resultType"] == "input_required", second
+    ((name_key, question),) = second["inputRequests"].items()
+    assert question["params"]["message"] == "Who are you?"
+    old_state = first["requestState"].split(".")[1]
+    rows = {r.request_key: (r.status, r.detail) for r in store.elicitations_for_state(old_state)}
+    assert rows == {ok_key: ("accepted", None), name_key: ("expired", "The client retried without answering it")}
+    (again,) = store.elicitations_for_state(second["requestState"].split(".")[1])
+    assert (again.request_key, again.status) == (name_key, "pending")
+
+
 @pytest.mark.parametrize(
     "capabilities",
     [{}, {"elicitation": {"url": {}}}, {"elicitation": {"form": {}}}, {"elicitation": "not an object"}],

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from dataclasses import replace
 
 import pytest
 from django.contrib.auth.models import User
@@ -140,6 +141,29 @@ def test_request_state_is_single_use_and_bound() -> None:
     assert [r.id for r in store.elicitations_for_state(state.state_id)] == [question.id]
 
 
+@pytest.mark.parametrize("answered", [0, 1])
+def test_a_retry_expires_the_questions_it_left_unanswered(answered: int) -> None:
+    """A client that answers some of a round's questions: the state is spent, so the others
+    can never be answered through it. They leave the pending list (the next round asks again
+    if the tool still needs them); another state's question under the same key stays."""
+    store = DjangoStore()
+    state, first = _state_and_question()
+    keys = ["k", "copies", "pay"]
+    questions = [first] + [replace(first, id=uuid.uuid4().hex, request_key=key) for key in keys[1:]]
+    other_state, other = _state_and_question()
+    store.save_request_state(state, questions)
+    store.save_request_state(other_state, [other])
+    answers = {"k": ("accepted", '{"ok": true}')} if answered else {}
+    later = time.time() + 1
+    assert store.consume_request_state(
+        state.state_id, "Files", "tools/call", "delete_folder", "abc", None, later, answers
+    )
+    rows = {r.request_key: (r.status, r.detail) for r in store.elicitations_for_state(state.state_id)}
+    unanswered = ("expired", "The client retried without answering it")
+    assert rows == {"k": ("accepted", None) if answered else unanswered, "copies": unanswered, "pay": unanswered}
+    assert store.get_elicitation(other.id).status == "pending"
+
+
 def _state_and_question(state_id: str | None = None, question_id: str | None = None):
     now = time.time()
     state = RequestStateRecord(
@@ -226,14 +250,14 @@ def test_a_redemption_answers_only_its_own_pending_questions() -> None:
     rows = {r.request_key: (r.status, r.answer) for r in store.elicitations_for_state(state.state_id)}
     assert rows == {
         "edition": ("accepted", '{"edition": "first"}'),
-        "copies": ("pending", None),
+        "copies": ("expired", None),  # left out of the retry: no retry can answer it now
         "pay": ("declined", None),
     }
     assert store.get_elicitation(questions[0].id).updated == pytest.approx(now + 5, abs=2e-6)
     assert (store.get_elicitation(other.id).status, store.get_elicitation(other.id).answer) == ("pending", None)
     # A second redemption of the same handle changes nothing, not even with new answers.
     assert store.consume_request_state(*args, now + 6, {"copies": ("accepted", "{}")}) is None
-    assert store.get_elicitation(questions[1].id).status == "pending"
+    assert store.get_elicitation(questions[1].id).status == "expired"
 
 
 def test_a_redemption_with_more_answers_than_questions() -> None:
@@ -410,6 +434,9 @@ def test_a_redemption_reaches_its_question_by_state_not_through_every_pending_ro
     assert redeemed is not None
     assert store.get_elicitation(question.id).status == "declined"
     assert store.get_elicitation(states[151][1].id).status == "pending"
-    (answer,) = [s for s in statements if s.startswith("UPDATE") and "mcpelicitation" in s]
-    plan = " ".join(str(row) for row in connection.connection.execute("EXPLAIN QUERY PLAN " + answer))
-    assert "mcp_elicitation_state" in plan, plan
+    # The answer, then the questions left unanswered: both by the state's index.
+    updates = [s for s in statements if s.startswith("UPDATE") and "mcpelicitation" in s]
+    assert len(updates) == 2, updates
+    for update in updates:
+        plan = " ".join(str(row) for row in connection.connection.execute("EXPLAIN QUERY PLAN " + update))
+        assert "mcp_elicitation_state" in plan, (update, plan)

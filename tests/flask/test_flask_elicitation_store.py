@@ -727,13 +727,28 @@ def test_consume_answers_only_that_states_pending_rows(store: SessionStore) -> N
     rows = {r.id: (r.status, r.answer) for r in store.elicitations_for_state("st1")}
     assert rows == {
         "q-edition": ("accepted", '{"edition":"first"}'),
-        "q-copies": ("pending", None),
+        "q-copies": ("expired", None),  # left out of the retry: no retry can answer it now
         "q-done": ("declined", None),
     }
+    copies = store.get_elicitation("q-copies")
+    assert copies is not None and copies.detail == "The client retried without answering it"
+    assert copies.updated == pytest.approx(now + 5, abs=2e-6)
     edition = store.get_elicitation("q-edition")
     assert edition is not None and edition.updated == pytest.approx(now + 5, abs=2e-6)
     other = store.get_elicitation("other")
     assert other is not None and (other.status, other.answer) == ("pending", None)
+
+
+def test_a_retry_without_answers_expires_every_question_it_left_pending(store: SessionStore) -> None:
+    """The admin's pending list must not keep questions that can no longer be answered."""
+    now = time.time()
+    questions = [
+        _elicitation(f"q{n}", created=now + n, session_id=None, state_id="st1", request_key=f"k{n}") for n in range(2)
+    ]
+    store.save_request_state(_state(now=now), questions)
+    assert _consume(store, now + 3, answers={}) is not None
+    rows = {r.id: (r.status, r.detail) for r in store.elicitations_for_state("st1")}
+    assert rows == {f"q{n}": ("expired", "The client retried without answering it") for n in range(2)}
 
 
 def test_a_redemption_with_more_answers_than_questions(sql_store: SQLAlchemyStore) -> None:
@@ -781,10 +796,13 @@ def test_a_redemption_reaches_its_question_by_state_not_through_every_pending_ro
             sa.event.remove(engine, "checkout", trace)
         assert store.get_elicitation("q150").status == "declined"  # type: ignore[union-attr]
         assert store.get_elicitation("q151").status == "pending"  # type: ignore[union-attr]
-        (answer,) = [sql for sql in statements if sql.startswith("UPDATE mcp_elicitation")]
+        # The answer, then the questions left unanswered: both by the state's index.
+        updates = [sql for sql in statements if sql.startswith("UPDATE mcp_elicitation")]
+        assert len(updates) == 2, updates
         with engine.connect() as connection:
-            plan = connection.exec_driver_sql("EXPLAIN QUERY PLAN " + answer).all()
-        assert "ix_mcp_elicitation_state" in str(plan), plan
+            for update in updates:
+                plan = connection.exec_driver_sql("EXPLAIN QUERY PLAN " + update).all()
+                assert "ix_mcp_elicitation_state" in str(plan), (update, plan)
 
 
 def test_purge_expired_deletes_old_request_states(sql_store: SQLAlchemyStore) -> None:
