@@ -80,6 +80,18 @@ def _headers(request: HttpRequest) -> dict[str, str]:
     return headers
 
 
+def _read_to_end(stream: Any, most: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while size < most:
+        chunk = stream.read(min(65536, most - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
 def _read(request: HttpRequest, limit: int) -> bytes | HTTPResponse:
     """The body, read once and at most one byte past ``limit``; 413 when it is over.
 
@@ -87,12 +99,18 @@ def _read(request: HttpRequest, limit: int) -> bytes | HTTPResponse:
     data, 2.5 MB by default, below ours), and under ASGI it refuses a chunked body only after
     moving the spooled stream to its end, where nothing is left to read.
     """
+    meta = request.META
     try:
-        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        declared = int(meta.get("CONTENT_LENGTH") or 0)
     except ValueError:
         declared = 0
     if declared <= limit:
-        body = request.read(limit + 1)
+        if not meta.get("CONTENT_LENGTH") and meta.get("wsgi.input_terminated"):
+            # A chunked body under a WSGI server that ends the stream at the body's end
+            # (gunicorn): Django's request would read no length as an empty body.
+            body = _read_to_end(meta["wsgi.input"], limit + 1)
+        else:
+            body = request.read(limit + 1)
         if len(body) <= limit:
             # Kept as request.body keeps it: a tool may still read ctx.request_context.request.body.
             request._body, request._stream = body, BytesIO(body)

@@ -210,9 +210,16 @@ def test_a_stale_session_cookie(server: LiveServer, era: str) -> None:
 
 
 @pytest.mark.slow
-def test_a_chunked_body_over_djangos_memory_limit(example_server: Callable[..., LiveServer]) -> None:
-    # No Content-Length: Django spools the body and its 2.5 MB form-data limit must not apply.
-    server = example_server("django", "uvicorn", 2, "sqlite")
+@pytest.mark.parametrize(
+    ("framework", "server_kind"), [("django", "uvicorn"), ("django", "gunicorn"), ("flask", "gunicorn")]
+)
+def test_a_chunked_body_over_djangos_memory_limit(
+    example_server: Callable[..., LiveServer], framework: str, server_kind: str
+) -> None:
+    """No Content-Length (``Transfer-Encoding: chunked``): the body is read all the same, under
+    ASGI (Django spools it) and under gunicorn (Django's WSGI request would read it as empty),
+    and neither Django's 2.5 MB form-data limit nor anything but ``MAX_BODY_SIZE`` applies."""
+    server = example_server(framework, server_kind, 2, "sqlite")
 
     def chunked(size: int) -> httpx.Response:
         opening = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": ENVELOPE}})
