@@ -43,7 +43,7 @@ from flask.views import View
 from mcp.types import CallToolResult
 from pydantic import BaseModel
 from sqlalchemy.orm import Mapper, Session
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.http import HTTP_STATUS_CODES
 from werkzeug.routing import BuildError
 from werkzeug.test import EnvironBuilder
@@ -165,13 +165,13 @@ def view_tool(
 class _CallerRequest:
     """One tool call as a request of the caller's: its context, the hooks around it, its answer.
 
-    Entering pushes a request context for ``path`` (``None``: a view whose URL cannot be built,
-    refused) and runs the ``before_request`` functions; one that answers sets :attr:`answer`.
+    Entering pushes a request context for ``path`` (an ``HTTPException``: a view whose URL
+    cannot be built, refused with it) and runs the ``before_request`` functions; one that answers sets :attr:`answer`.
     :meth:`respond` and :meth:`refuse` record the view's answer, converted while the context is
     still there (a streamed body may need it).
     """
 
-    def __init__(self, tool_name: str, path: str | None, method: str, rest: Mapping[str, Any]) -> None:
+    def __init__(self, tool_name: str, path: str | HTTPException, method: str, rest: Mapping[str, Any]) -> None:
         self.tool_name = tool_name
         self.path = path
         self.method = method
@@ -180,11 +180,9 @@ class _CallerRequest:
         self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> _CallerRequest:
-        if self.path is None:
-            self.answer = error(
-                f"The view's URL cannot be built for {self.method} from these arguments, so its "
-                "blueprint's before_request functions could not apply: the view was not called."
-            )
+        if isinstance(self.path, HTTPException):
+            # Not called: its URL cannot be built (its blueprint's hooks could not apply either).
+            self.refuse(self.path)
             return self
         app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
         try:
@@ -234,9 +232,11 @@ def _mcp_path() -> str:
     return outer.path if outer is not None else "/"
 
 
-def _view_path(view: Callable[..., Any], path_args: dict[str, Any], method: str) -> str | None:
-    """The view's URL path for these arguments; the MCP request's path for a view with no route;
-    ``None`` for a routed view whose URL cannot be built (its blueprint would be lost)."""
+def _view_path(view: Callable[..., Any], path_args: dict[str, Any], method: str) -> str | HTTPException:
+    """The view's URL path for these arguments; the MCP request's path for a view with no route.
+    For a routed view whose URL cannot be built, what a browser would get for it:
+    ``MethodNotAllowed`` when its routes admit these arguments for another method only, else
+    ``NotFound`` (a value its converters refuse)."""
     app = current_app
     view_class = view if isinstance(view, type) else None
     endpoints = [
@@ -257,7 +257,10 @@ def _view_path(view: Callable[..., Any], path_args: dict[str, Any], method: str)
             continue
         if matched == endpoint and all(path_args[key] == value for key, value in values.items() if key in path_args):
             return path
-    return None
+    rules = [rule for endpoint in endpoints for rule in app.url_map.iter_rules(endpoint)]
+    if not any(rule.methods is None or method in rule.methods for rule in rules):
+        return MethodNotAllowed([m for rule in rules for m in rule.methods or ()])
+    return NotFound()
 
 
 @contextlib.contextmanager

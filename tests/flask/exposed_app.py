@@ -107,7 +107,7 @@ def cancel_order(number: str) -> ResponseReturnValue:
     return {"number": order.number, "status": order.status.value, "reason": request.get_json()["reason"]}
 
 
-# Routed for GET only: as a POST tool its URL cannot be built, and it is refused.
+# Routed for GET only: as a POST tool it is refused as a browser's POST would be (405).
 view_tool(mcp, order_list, name="post_order_list", method="POST")
 
 

@@ -142,11 +142,11 @@ def test_class_based_and_async_views(app: Flask, era: str, shop: dict[str, int])
 
 def test_a_routed_view_whose_url_cannot_be_built_is_not_called(app: Flask, shop: dict[str, int]) -> None:
     refused = Caller(app, "alice", "modern").call("post_order_list")
-    assert refused["isError"] is True and text(refused).startswith("The view's URL cannot be built for POST")
+    assert refused["isError"] is True and text(refused) == "405 Method Not Allowed", refused
 
 
 def test_a_path_argument_its_url_would_not_match_does_not_reach_the_view(app: Flask, shop: dict[str, int]) -> None:
-    check_a_path_argument_its_url_refuses(Caller(app, "bob", "modern"), "The view's URL cannot be built")
+    check_a_path_argument_its_url_refuses(Caller(app, "bob", "modern"), "404 Not Found")
 
 
 @pytest.mark.parametrize("era", ERAS)
