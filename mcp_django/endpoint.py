@@ -11,6 +11,7 @@ so ``reverse()`` and ``gettext`` in a tool answer the same on every path.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -45,9 +46,32 @@ def serving_request() -> HttpRequest | None:
     return native if isinstance(native, HttpRequest) else None
 
 
+_NOTHING_TO_DO = contextlib.nullcontext()
+
+
 class DjangoEndpoint(MCPEndpoint):
     """An ``MCPEndpoint`` whose tools run with the serving Django request's state."""
 
     def tool_context(self) -> contextlib.AbstractContextManager[Any]:
         request = serving_request()
-        return request_state(request) if request is not None else contextlib.nullcontext()
+        if request is None or request.__dict__.get("_mcp_thread") == threading.get_ident():
+            return _NOTHING_TO_DO
+        wanted = request.__dict__.get("_mcp_django_state")
+        if wanted is None:
+            prefix = get_script_name(request.META)
+            wanted = request._mcp_django_state = (  # type: ignore[attr-defined]
+                prefix if prefix.endswith("/") else prefix + "/",  # as set_script_prefix() keeps it
+                getattr(request, "urlconf", None),
+                getattr(request, "LANGUAGE_CODE", None),
+            )
+        prefix, urlconf, language = wanted
+        if (
+            get_script_prefix() == prefix
+            and get_urlconf() == urlconf
+            and (language is None or translation.get_language() == language)
+        ):
+            # The thread already has it (the request's own thread, the usual case for a sync
+            # tool under WSGI): a tool call costs a few lookups, not three assignments and a
+            # translation override entered and left.
+            return _NOTHING_TO_DO
+        return request_state(request)

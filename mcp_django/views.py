@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from io import BytesIO
 from typing import Any, ClassVar
 
@@ -168,6 +169,9 @@ class MCPView(_Base):
         checks = tool_checks(endpoint.server, translated)
         if checks:
             translated.denied = run_checks(checks, request)
+        # Django's handler set this thread's request state (script prefix, URLconf, language):
+        # a tool that runs on it needs nothing more (DjangoEndpoint.tool_context).
+        request._mcp_thread = threading.get_ident()  # type: ignore[attr-defined]
         response = endpoint.handle(translated)
         if response.stream is None:
             return _plain(response)
