@@ -368,6 +368,61 @@ def install_tool_context(tool_context: Any) -> None:
     FuncMetadata.call_fn = call_fn  # type: ignore[method-assign]
 
 
+class _ToThreadInContext:
+    """``anyio.to_thread`` whose ``run_sync`` enters ``tool_context()`` on the worker thread."""
+
+    def __init__(self, to_thread: Any, tool_context: Any) -> None:
+        self._to_thread = to_thread
+        self._tool_context = tool_context
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._to_thread, name)
+
+    async def run_sync(self, func: Any, *args: Any, **kwargs: Any) -> Any:
+        tool_context = self._tool_context
+
+        def in_context(*inner: Any) -> Any:
+            with tool_context():
+                return func(*inner)
+
+        return await self._to_thread.run_sync(in_context, *args, **kwargs)
+
+
+class _AnyioForResolvers:
+    """``anyio`` as the SDK's resolver module sees it (its ``to_thread`` wrapped)."""
+
+    def __init__(self, anyio: Any, tool_context: Any) -> None:
+        self._anyio = anyio
+        self.to_thread = _ToThreadInContext(anyio.to_thread, tool_context)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._anyio, name)
+
+
+def install_resolver_context(tool_context: Any) -> None:
+    """Run a tool's resolvers inside ``tool_context()`` too, as :func:`install_tool_context`
+    runs the tool: an async resolver in the handler's task (``Tool.run``'s call of
+    ``resolve_arguments``, wrapped), a sync one on the worker thread the SDK runs it on (the
+    resolver module's ``anyio.to_thread.run_sync``, wrapped). Django keeps its per-thread state
+    per thread (asgiref binds it to the thread that set it): a resolver building a payment
+    link with ``reverse()`` would otherwise lose the script prefix. The core's fast path
+    already enters it around its resolver walk. Once per process."""
+    from mcp.server.mcpserver import resolve
+    from mcp.server.mcpserver.tools import base
+
+    if isinstance(resolve.anyio, _AnyioForResolvers):
+        return
+    resolve.anyio = _AnyioForResolvers(resolve.anyio, tool_context)  # type: ignore[attr-defined]
+    original = base.resolve_arguments
+
+    async def resolve_arguments(*args: Any, **kwargs: Any) -> Any:
+        with tool_context():
+            return await original(*args, **kwargs)
+
+    resolve_arguments.__doc__ = original.__doc__
+    base.resolve_arguments = resolve_arguments  # type: ignore[attr-defined]
+
+
 def install_lazy_telemetry(server: Any) -> None:
     chain = lowlevel_server(server).middleware
     for index, middleware in enumerate(chain):

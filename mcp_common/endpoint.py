@@ -88,6 +88,7 @@ class MCPEndpoint:
         _sdk.install_url_capability_gate(is_url_question)
         _sdk.install_tool_visibility(server, _denied_now)
         _sdk.install_tool_context(_tool_context_now)
+        _sdk.install_resolver_context(_tool_context_now)
         self.server = server
         self.lowlevel = _sdk.lowlevel_server(server)
         self.name = self.lowlevel.name

@@ -230,3 +230,42 @@ def test_tool_context_wraps_the_sdks_tool_call_on_the_tools_own_thread() -> None
     assert asyncio.run(call(async_tool, True)) == 2 and len(entered) == 2
     # Outside a request nothing is entered.
     assert asyncio.run(func_metadata(async_tool).call_fn(async_tool, True, {"x": 2})) == 3 and len(entered) == 2
+
+
+def test_tool_context_wraps_the_sdks_resolver_walk_and_its_resolver_threads() -> None:
+    """``Tool.run`` walks a tool's resolvers with ``resolve_arguments`` (async resolvers run in
+    that task) and runs a sync resolver with the resolver module's ``anyio.to_thread.run_sync``:
+    the serving endpoint's ``tool_context()`` is entered around both, the second on the worker
+    thread itself."""
+    import asyncio
+    import contextlib
+    import threading
+    from types import SimpleNamespace
+
+    from mcp.server.mcpserver import resolve
+    from mcp.server.mcpserver.tools import base
+
+    from mcp_common import HTTPRequest, MCPConfig, MCPEndpoint, MemoryStore, current_request
+
+    entered: list[str] = []
+
+    class Recording(MCPEndpoint):
+        @contextlib.contextmanager
+        def tool_context(self) -> Any:
+            entered.append(threading.current_thread().name)
+            yield
+
+    point = Recording(MCPServer("Resolvers"), MCPConfig(), MemoryStore())
+
+    async def walk_and_hop() -> tuple[Any, str]:
+        token = current_request.set(HTTPRequest("POST", {}, endpoint=point))
+        try:
+            walked = await base.resolve_arguments({}, {}, {}, SimpleNamespace(protocol_version=None))
+            hopped = await resolve.anyio.to_thread.run_sync(lambda: threading.current_thread().name)
+            return walked, hopped
+        finally:
+            current_request.reset(token)
+
+    walked, worker = asyncio.run(walk_and_hop())
+    assert walked == {}
+    assert entered == [threading.current_thread().name, worker] and worker != threading.current_thread().name

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 import json
-from typing import Any
+from typing import Annotated, Any
 
 from django.contrib.auth.decorators import login_required, permission_required
 from django.db import models
@@ -18,6 +18,8 @@ from django.utils.translation import get_language
 from django.views import View
 from django.views.decorators.http import require_POST
 from mcp.server import MCPServer
+from mcp.server.mcpserver import Resolve
+from pydantic import BaseModel
 
 from example_project.django_site.shop.models import Order
 from mcp_django import model_tools, view_tool
@@ -157,6 +159,30 @@ def where_am_i() -> dict[str, str]:
 @mcp.tool()
 async def where_am_i_async() -> dict[str, str]:
     return {"link": reverse(order_page, kwargs={"number": "A-1"}), "language": get_language()}
+
+
+class Seen(BaseModel):
+    link: str
+    language: str
+
+
+def where_from_a_resolver() -> Seen:
+    """A synchronous resolver that asks nothing: the SDK runs it on a worker thread."""
+    return Seen(link=reverse(order_page, kwargs={"number": "A-1"}), language=get_language())
+
+
+async def where_from_an_async_resolver() -> Seen:
+    return Seen(link=reverse(order_page, kwargs={"number": "A-1"}), language=get_language())
+
+
+@mcp.tool()
+def where_resolved(
+    seen: Annotated[Seen, Resolve(where_from_a_resolver)],
+    seen_async: Annotated[Seen, Resolve(where_from_an_async_resolver)],
+) -> dict[str, str]:
+    """What a tool's resolvers saw: both must agree with each other."""
+    assert seen == seen_async, (seen, seen_async)
+    return seen.model_dump()
 
 
 @view_tool(mcp)

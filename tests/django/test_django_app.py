@@ -97,14 +97,18 @@ def test_djangos_host_verdict_follows_its_settings() -> None:
     """The middleware remembers Django's verdict per Host: a settings change must be seen."""
 
     def status() -> int:
-        return Client().post(
-            "/mcp",
-            json.dumps(LEGACY_INIT),
-            content_type="application/json",
-            HTTP_HOST="localhost",
-            HTTP_X_FORWARDED_HOST="evil.example",
-            **HEADERS,
-        ).status_code
+        return (
+            Client()
+            .post(
+                "/mcp",
+                json.dumps(LEGACY_INIT),
+                content_type="application/json",
+                HTTP_HOST="localhost",
+                HTTP_X_FORWARDED_HOST="evil.example",
+                **HEADERS,
+            )
+            .status_code
+        )
 
     assert status() == 200  # X-Forwarded-Host is ignored by default
     with override_settings(USE_X_FORWARDED_HOST=True):
