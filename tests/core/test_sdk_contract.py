@@ -189,15 +189,11 @@ def test_tool_visibility_wraps_the_tool_managers_lookups() -> None:
     assert [t.name for t in _sdk.all_tools(server)] == ["shown", "hidden"]
 
 
-def test_tool_context_wraps_the_sdks_tool_call_on_the_tools_own_thread() -> None:
-    """``FuncMetadata.call_fn`` is how the SDK runs a tool (a sync one on a worker thread): the
-    serving endpoint's ``tool_context()`` is entered there, around the tool, for sync and async
-    tools alike."""
-    import asyncio
+def _recording_endpoint(name: str) -> tuple[Any, list[str], Any]:
+    """An endpoint whose ``tool_context()`` records the thread it is entered on; the list of
+    those threads; and an ``async`` wrapper running a coroutine as one of its requests."""
     import contextlib
     import threading
-
-    from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
 
     from mcp_common import HTTPRequest, MCPConfig, MCPEndpoint, MemoryStore, current_request
 
@@ -209,7 +205,28 @@ def test_tool_context_wraps_the_sdks_tool_call_on_the_tools_own_thread() -> None
             entered.append(threading.current_thread().name)
             yield
 
-    point = Recording(MCPServer("Context"), MCPConfig(), MemoryStore())
+    point = Recording(MCPServer(name), MCPConfig(), MemoryStore())
+
+    async def serving(coroutine: Any) -> Any:
+        token = current_request.set(HTTPRequest("POST", {}, endpoint=point))
+        try:
+            return await coroutine
+        finally:
+            current_request.reset(token)
+
+    return point, entered, serving
+
+
+def test_tool_context_wraps_the_sdks_tool_call_on_the_tools_own_thread() -> None:
+    """``FuncMetadata.call_fn`` is how the SDK runs a tool (a sync one on a worker thread): the
+    serving endpoint's ``tool_context()`` is entered there, around the tool, for sync and async
+    tools alike."""
+    import asyncio
+    import threading
+
+    from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
+
+    _, entered, serving = _recording_endpoint("Context")
     assert getattr(FuncMetadata.call_fn, "_mcp_common_tool_context", False)
 
     def sync_tool(x: int) -> str:
@@ -219,11 +236,7 @@ def test_tool_context_wraps_the_sdks_tool_call_on_the_tools_own_thread() -> None
         return x + 1
 
     async def call(fn: Any, is_async: bool) -> Any:
-        token = current_request.set(HTTPRequest("POST", {}, endpoint=point))
-        try:
-            return await func_metadata(fn).call_fn(fn, is_async, {"x": 1})
-        finally:
-            current_request.reset(token)
+        return await serving(func_metadata(fn).call_fn(fn, is_async, {"x": 1}))
 
     ran = asyncio.run(call(sync_tool, False))
     assert entered == [ran.removesuffix(" 1")] and entered[0] != threading.current_thread().name
@@ -238,34 +251,19 @@ def test_tool_context_wraps_the_sdks_resolver_walk_and_its_resolver_threads() ->
     the serving endpoint's ``tool_context()`` is entered around both, the second on the worker
     thread itself."""
     import asyncio
-    import contextlib
     import threading
     from types import SimpleNamespace
 
     from mcp.server.mcpserver import resolve
     from mcp.server.mcpserver.tools import base
 
-    from mcp_common import HTTPRequest, MCPConfig, MCPEndpoint, MemoryStore, current_request
-
-    entered: list[str] = []
-
-    class Recording(MCPEndpoint):
-        @contextlib.contextmanager
-        def tool_context(self) -> Any:
-            entered.append(threading.current_thread().name)
-            yield
-
-    point = Recording(MCPServer("Resolvers"), MCPConfig(), MemoryStore())
+    _, entered, serving = _recording_endpoint("Resolvers")
 
     async def walk_and_hop() -> tuple[Any, str]:
-        token = current_request.set(HTTPRequest("POST", {}, endpoint=point))
-        try:
-            walked = await base.resolve_arguments({}, {}, {}, SimpleNamespace(protocol_version=None))
-            hopped = await resolve.anyio.to_thread.run_sync(lambda: threading.current_thread().name)
-            return walked, hopped
-        finally:
-            current_request.reset(token)
+        walked = await base.resolve_arguments({}, {}, {}, SimpleNamespace(protocol_version=None))
+        hopped = await resolve.anyio.to_thread.run_sync(lambda: threading.current_thread().name)
+        return walked, hopped
 
-    walked, worker = asyncio.run(walk_and_hop())
+    walked, worker = asyncio.run(serving(walk_and_hop()))
     assert walked == {}
     assert entered == [threading.current_thread().name, worker] and worker != threading.current_thread().name
