@@ -64,6 +64,7 @@ from django.urls import (
     get_urlconf,
     reverse,
 )
+from django.utils import translation
 from mcp.types import CallToolResult
 from pydantic import BaseModel
 
@@ -483,7 +484,12 @@ def _register_model(
     order = list(ordering or meta.ordering or ()) or ["pk"]
     if "pk" not in order and meta.pk.name not in order:
         order.append("pk")  # pages must not overlap: the order has to be total
-    tool_names = {**default_names(str(meta.verbose_name), str(meta.verbose_name_plural)), **(names or {})}
+    with translation.override(None):
+        # Names are identifiers: the model's own verbose names, untranslated. Registration may
+        # run in a request (the URLconf imports the server module lazily), under the first
+        # visitor's language: the tools would be named in it, differently per worker.
+        singular, plural = str(meta.verbose_name), str(meta.verbose_name_plural)
+    tool_names = {**default_names(singular, plural), **(names or {})}
     if permission is _DEFAULT:
         permission = f"{meta.app_label}.view_{meta.model_name}"
     guard = require(lambda request: request.user.has_perm(permission)) if permission is not None else None

@@ -235,6 +235,23 @@ def test_model_tools_need_the_models_view_permission_and_check_their_arguments(e
         assert "validation error" in text(answer["result"]), bad
 
 
+def test_model_tool_names_do_not_follow_the_language_active_at_registration() -> None:
+    """The server module may be imported during a request (the URLconf loads lazily), with
+    LocaleMiddleware's language active: ``User``'s verbose name is "utilisateur" in French, yet
+    the tools are ``list_users`` and ``get_user`` in every worker, whoever came first."""
+    from django.utils import translation
+    from mcp.server import MCPServer
+
+    from mcp_common import _sdk
+    from mcp_django import model_tools
+
+    server = MCPServer("Names")
+    with translation.override("fr"):
+        assert str(User._meta.verbose_name) == "utilisateur"  # the translation is there
+        model_tools(server, User, fields=["id", "username"], permission=None)
+    assert sorted(tool.name for tool in _sdk.all_tools(server)) == ["get_user", "list_users"]
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_a_file_column_reads_as_its_name_and_a_binary_one_as_null(path: str) -> None:
     with connection.schema_editor() as editor:
