@@ -36,7 +36,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal, NamedTuple, TypeVar
-from urllib.parse import urlencode
+from urllib.parse import unquote, urlencode
 
 from asgiref.sync import iscoroutinefunction
 from django.conf import settings
@@ -216,7 +216,8 @@ def _request_for(
     environ.update(
         {
             "REQUEST_METHOD": method,
-            "PATH_INFO": path,
+            # As a WSGI server passes it: the decoded path's UTF-8 bytes, one character each.
+            "PATH_INFO": path.encode().decode("iso-8859-1"),
             "QUERY_STRING": query,
             "CONTENT_TYPE": "application/json" if body else "",
             "CONTENT_LENGTH": str(len(body)),
@@ -255,7 +256,8 @@ _ROUTES: weakref.WeakKeyDictionary[Any, dict[Any, _Routes | None]] = weakref.Wea
 def _view_path(
     view: Callable[..., Any], tool_name: str, url_name: str | None, path_args: dict[str, Any], outer: Any
 ) -> str:
-    """The view's PATH_INFO for these path arguments: its URL, built and routed back to it."""
+    """The view's path for these path arguments (decoded, as ``request.path_info``): its URL,
+    built and routed back to it."""
     resolver = get_resolver(get_urlconf())
     if url_name is not None:
         routes = _Routes((url_name,), ())
@@ -269,8 +271,10 @@ def _view_path(
     for target in routes.targets:
         try:
             # ``reverse`` puts the script prefix (SCRIPT_NAME, a sub-path deployment) in front;
-            # PATH_INFO is the part after it, as the server would have split it.
-            path = reverse(target, kwargs=path_args)
+            # PATH_INFO is the part after it, as the server would have split it. Decoded, as the
+            # server decodes it: ``reverse`` percent-encodes ("crème" as "cr%C3%A8me"), and a
+            # pattern (``[-\w]+``) that admits the one refuses the other.
+            path = unquote(reverse(target, kwargs=path_args))
         except NoReverseMatch:
             continue
         if path.startswith(prefix):

@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template import engines
 from django.template.response import TemplateResponse
-from django.urls import include, path, reverse
+from django.urls import include, path, re_path, reverse
 from django.utils.translation import get_language
 from django.views import View
 from django.views.decorators.http import require_POST
@@ -148,6 +148,12 @@ def misnamed(request: HttpRequest, slug: str) -> HttpResponse:
 def mistyped(request: HttpRequest, slug: str) -> HttpResponse:
     """Its ``url_name`` names no URL."""
     return HttpResponse(f"mistyped {slug}", content_type="text/plain")
+
+
+@view_tool(mcp)
+def tag(request: HttpRequest, slug: str) -> HttpResponse:
+    """A tag, its URL a ``re_path`` whose ``\\w`` admits Unicode slugs ("crème-brûlée")."""
+    return HttpResponse(f"tag {slug} at {request.path}", content_type="text/plain")
 
 
 @mcp.tool()
@@ -287,6 +293,7 @@ urlpatterns = [
     path("orders/<str:number>", order_page),
     path("orders/<str:number>/cancel", cancel_order),
     path("files/<slug:slug>", shop_file),
+    re_path(r"^tags/(?P<slug>[-\w]+)$", tag),
     path("mcp-sync", MCPView.as_view(server="tests.django.exposed_site.mcp")),
     path("mcp-async", AsyncMCPView.as_view(server="tests.django.exposed_site.mcp")),
 ]

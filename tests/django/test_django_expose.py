@@ -184,6 +184,19 @@ def test_a_view_routed_by_namespace_or_class_still_gets_only_what_its_url_admits
 
 
 @pytest.mark.parametrize("path", PATHS)
+def test_a_value_its_url_admits_reaches_the_view_even_when_the_url_encodes_it(path: str, shop: dict[str, User]) -> None:
+    """``tags/(?P<slug>[-\\w]+)``: ``reverse()`` percent-encodes "crème-brûlée", which is not
+    what Django routes (nor what the view's request has as its path): the decoded path is. A
+    value the pattern refuses still does not reach the view."""
+    caller = Caller(path, "modern", shop["bob"])
+    for slug in ("price-list", "cr\u00e8me-br\u00fbl\u00e9e", "\u0447\u0430\u0439"):
+        assert text(caller.call("tag", slug=slug)) == f"tag {slug} at /tags/{slug}", slug
+    for bad in ("a b", "a/b", "caf%C3%A9", ""):
+        refused = caller.call("tag", slug=bad)
+        assert refused["isError"] is True and text(refused) == "404 Not Found", (bad, refused)
+
+
+@pytest.mark.parametrize("path", PATHS)
 def test_a_view_whose_url_cannot_be_built_is_not_run(path: str, shop: dict[str, User]) -> None:
     """Unnamed inside a namespace (Django cannot reverse it), or ``url_name`` naming another
     view's URL or none: the tool errs, telling the developer what to fix, and the view never runs."""
