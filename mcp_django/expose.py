@@ -283,7 +283,9 @@ def _view_path(
             match = resolver.resolve(path)
         except Resolver404:
             continue
-        if _serves(match.func, view) and set(match.kwargs) == set(path_args):
+        # The URL captures the path arguments; those that are not captured are its extra
+        # options (``path(..., {"edition": "print"})``), which ``reverse`` checked equal.
+        if _serves(match.func, view) and set(match.captured_kwargs) == set(path_args) - set(match.extra_kwargs):
             return path
         if url_name is not None:
             raise UnroutableView(

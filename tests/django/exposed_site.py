@@ -156,6 +156,12 @@ def tag(request: HttpRequest, slug: str) -> HttpResponse:
     return HttpResponse(f"tag {slug} at {request.path}", content_type="text/plain")
 
 
+@view_tool(mcp)
+def printed_edition(request: HttpRequest, slug: str, **options: Any) -> HttpResponse:
+    """Routed with an extra option (``{"edition": "print"}``), which is no tool argument."""
+    return HttpResponse(f"printed {slug} at {request.path}", content_type="text/plain")
+
+
 @mcp.tool()
 def where_am_i() -> dict[str, str]:
     """A plain SDK tool: where reverse() and the active language point."""
@@ -294,6 +300,7 @@ urlpatterns = [
     path("orders/<str:number>/cancel", cancel_order),
     path("files/<slug:slug>", shop_file),
     re_path(r"^tags/(?P<slug>[-\w]+)$", tag),
+    path("printed/<slug:slug>", printed_edition, {"edition": "print"}),
     path("mcp-sync", MCPView.as_view(server="tests.django.exposed_site.mcp")),
     path("mcp-async", AsyncMCPView.as_view(server="tests.django.exposed_site.mcp")),
 ]

@@ -197,6 +197,17 @@ def test_a_value_its_url_admits_reaches_the_view_even_when_the_url_encodes_it(pa
 
 
 @pytest.mark.parametrize("path", PATHS)
+def test_a_view_routed_with_extra_options_is_reached(path: str, shop: dict[str, User]) -> None:
+    """``path("printed/<slug:slug>", view, {"edition": "print"})``: the URL's match carries the
+    option besides the captured slug; the tool, whose only path argument is the slug, still
+    reaches the view at that URL."""
+    caller = Caller(path, "modern", shop["bob"])
+    assert text(caller.call("printed_edition", slug="price-list")) == "printed price-list at /printed/price-list"
+    refused = caller.call("printed_edition", slug="a/b")
+    assert refused["isError"] is True and text(refused) == "404 Not Found", refused
+
+
+@pytest.mark.parametrize("path", PATHS)
 def test_a_view_whose_url_cannot_be_built_is_not_run(path: str, shop: dict[str, User]) -> None:
     """Unnamed inside a namespace (Django cannot reverse it), or ``url_name`` naming another
     view's URL or none: the tool errs, telling the developer what to fix, and the view never runs."""
