@@ -243,8 +243,9 @@ class UnroutableView(ImproperlyConfigured):
 
 class _Routes(NamedTuple):
     targets: tuple[Any, ...]
-    """What ``reverse()`` takes for each URL pattern routing the view: its full name
-    (``"namespace:name"``), or the callback of an unnamed pattern outside any namespace."""
+    """What ``reverse()`` takes for each URL pattern routing the view: its callback outside any
+    namespace (a name there may be another app's too: ``reverse`` by it finds only one), its
+    full name (``"namespace:name"``) inside one."""
     unnamed: tuple[str, ...]
     """Namespaces holding an unnamed pattern of the view (Django cannot reverse those)."""
 
@@ -315,12 +316,13 @@ def _routes(resolver: Any, view: Callable[..., Any]) -> _Routes | None:
     for pattern, namespaces in _patterns(resolver.url_patterns, ()):
         if not _serves(pattern.callback, view):
             continue
-        if pattern.name:
+        if not namespaces:
+            if pattern.callback not in targets:
+                targets.append(pattern.callback)
+        elif pattern.name:
             targets.append(":".join((*namespaces, pattern.name)))
-        elif namespaces:
-            unnamed.append(":".join(namespaces))
         else:
-            targets.append(pattern.callback)
+            unnamed.append(":".join(namespaces))
     found = _Routes(tuple(targets), tuple(unnamed)) if targets or unnamed else None
     known[view] = found
     return found

@@ -162,6 +162,18 @@ def printed_edition(request: HttpRequest, slug: str, **options: Any) -> HttpResp
     return HttpResponse(f"printed {slug} at {request.path}", content_type="text/plain")
 
 
+@view_tool(mcp)
+def blog_post(request: HttpRequest, slug: str) -> HttpResponse:
+    """Its URL is named "detail", as another app's is (both included without a namespace):
+    ``reverse("detail")`` finds the other's."""
+    return HttpResponse(f"post {slug} at {request.path}", content_type="text/plain")
+
+
+@view_tool(mcp)
+def news_story(request: HttpRequest, slug: str) -> HttpResponse:
+    return HttpResponse(f"story {slug} at {request.path}", content_type="text/plain")
+
+
 @mcp.tool()
 def where_am_i() -> dict[str, str]:
     """A plain SDK tool: where reverse() and the active language point."""
@@ -301,6 +313,8 @@ urlpatterns = [
     path("files/<slug:slug>", shop_file),
     re_path(r"^tags/(?P<slug>[-\w]+)$", tag),
     path("printed/<slug:slug>", printed_edition, {"edition": "print"}),
+    path("blog/", include([path("<slug:slug>", blog_post, name="detail")])),
+    path("news/", include([path("<slug:slug>", news_story, name="detail")])),
     path("mcp-sync", MCPView.as_view(server="tests.django.exposed_site.mcp")),
     path("mcp-async", AsyncMCPView.as_view(server="tests.django.exposed_site.mcp")),
 ]

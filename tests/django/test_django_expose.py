@@ -208,6 +208,18 @@ def test_a_view_routed_with_extra_options_is_reached(path: str, shop: dict[str, 
 
 
 @pytest.mark.parametrize("path", PATHS)
+def test_a_view_whose_url_name_another_view_shares_is_reached(path: str, shop: dict[str, User]) -> None:
+    """Two apps' URLs named "detail", included without a namespace: each view's tool reaches
+    its own URL (``reverse`` by the view, as before namespaces were looked at, not by the
+    name, which finds only one of them)."""
+    caller = Caller(path, "modern", shop["bob"])
+    assert text(caller.call("blog_post", slug="launch")) == "post launch at /blog/launch"
+    assert text(caller.call("news_story", slug="launch")) == "story launch at /news/launch"
+    refused = caller.call("blog_post", slug="a/b")
+    assert refused["isError"] is True and text(refused) == "404 Not Found", refused
+
+
+@pytest.mark.parametrize("path", PATHS)
 def test_a_view_whose_url_cannot_be_built_is_not_run(path: str, shop: dict[str, User]) -> None:
     """Unnamed inside a namespace (Django cannot reverse it), or ``url_name`` naming another
     view's URL or none: the tool errs, telling the developer what to fix, and the view never runs."""
