@@ -46,6 +46,13 @@ def serving_request() -> HttpRequest | None:
     return native if isinstance(native, HttpRequest) else None
 
 
+def mark_serving_thread(request: HttpRequest) -> None:
+    """Record that the current thread serves ``request`` with Django's state for it (set by
+    Django's handler): a tool that runs on it needs nothing more (``tool_context``). The thread
+    itself, not its id: the next thread started after it ends often gets the same id."""
+    request._mcp_thread = threading.current_thread()  # type: ignore[attr-defined]
+
+
 _NOTHING_TO_DO = contextlib.nullcontext()
 
 
@@ -54,7 +61,7 @@ class DjangoEndpoint(MCPEndpoint):
 
     def tool_context(self) -> contextlib.AbstractContextManager[Any]:
         request = serving_request()
-        if request is None or request.__dict__.get("_mcp_thread") == threading.get_ident():
+        if request is None or request.__dict__.get("_mcp_thread") is threading.current_thread():
             return _NOTHING_TO_DO
         wanted = request.__dict__.get("_mcp_django_state")
         if wanted is None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import threading
 from io import BytesIO
 from typing import Any, ClassVar
 
@@ -20,6 +19,7 @@ from mcp_common.jsonrpc import error_response
 from mcp_common.permissions import run_checks, tool_checks
 from mcp_django.auth import authenticate
 from mcp_django.conf import mcp_settings
+from mcp_django.endpoint import mark_serving_thread
 from mcp_django.registry import get_endpoint
 
 logger = logging.getLogger("mcp_django")
@@ -171,7 +171,7 @@ class MCPView(_Base):
             translated.denied = run_checks(checks, request)
         # Django's handler set this thread's request state (script prefix, URLconf, language):
         # a tool that runs on it needs nothing more (DjangoEndpoint.tool_context).
-        request._mcp_thread = threading.get_ident()  # type: ignore[attr-defined]
+        mark_serving_thread(request)
         response = endpoint.handle(translated)
         if response.stream is None:
             return _plain(response)

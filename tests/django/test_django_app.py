@@ -165,3 +165,36 @@ def test_store_round_trip() -> None:
     assert pending is not None and pending.response == '{"result":{}}'
     assert store.purge_expired(now + 1) == 1
     assert store.get_session("s1") is None and store.events_after("s1", "get", 0) == []
+
+
+def test_a_thread_that_only_reuses_the_request_threads_id_still_gets_the_requests_state() -> None:
+    """``tool_context()`` skips Django's request state on the thread that serves the request.
+    A thread's id outlives it: the next thread started often gets the same one (a thread per
+    request under runserver, under ASGI's thread-sensitive contexts). Code of the request's
+    that runs there (a tool still running after its stream closed) needs the state all the
+    same: ``reverse()`` must keep the script prefix."""
+    import threading
+
+    from django.test import RequestFactory
+    from django.urls import get_script_prefix, set_script_prefix
+
+    from mcp_common import current_request
+    from mcp_common.http import HTTPRequest
+    from mcp_django.endpoint import DjangoEndpoint, mark_serving_thread
+
+    request = RequestFactory().post("/mcp", SCRIPT_NAME="/shop")
+    served = threading.Thread(target=mark_serving_thread, args=(request,))
+    served.start()
+    served.join()
+    seen: list[str] = []
+
+    def later() -> None:
+        set_script_prefix("/")
+        current_request.set(HTTPRequest(method="POST", headers={}, native=request))
+        with DjangoEndpoint.tool_context(None):  # type: ignore[arg-type]
+            seen.append(get_script_prefix())
+
+    other = threading.Thread(target=later)
+    other.start()
+    other.join()
+    assert seen == ["/shop/"]
