@@ -268,6 +268,9 @@ def _view_path(
             # Routed nowhere (a view written for its tool): no converter to honour.
             return outer.path_info if outer is not None else "/"
         routes = found
+    # An optional argument left unset is no part of the URL (``archive/`` beside
+    # ``archive/<int:year>``): the view's own default applies.
+    in_url = {name: value for name, value in path_args.items() if value is not None}
     prefix = get_script_prefix()
     for target in routes.targets:
         try:
@@ -275,7 +278,7 @@ def _view_path(
             # PATH_INFO is the part after it, as the server would have split it. Decoded, as the
             # server decodes it: ``reverse`` percent-encodes ("crème" as "cr%C3%A8me"), and a
             # pattern (``[-\w]+``) that admits the one refuses the other.
-            path = unquote(reverse(target, kwargs=path_args))
+            path = unquote(reverse(target, kwargs=in_url))
         except NoReverseMatch:
             continue
         if path.startswith(prefix):
@@ -286,7 +289,7 @@ def _view_path(
             continue
         # The URL captures the path arguments; those that are not captured are its extra
         # options (``path(..., {"edition": "print"})``), which ``reverse`` checked equal.
-        if _serves(match.func, view) and set(match.captured_kwargs) == set(path_args) - set(match.extra_kwargs):
+        if _serves(match.func, view) and set(match.captured_kwargs) == set(in_url) - set(match.extra_kwargs):
             return path
         if url_name is not None:
             raise UnroutableView(
@@ -346,15 +349,24 @@ def _patterns(patterns: Sequence[Any], namespaces: tuple[str, ...]) -> Iterator[
 
 
 def _serves(callback: Any, view: Callable[..., Any]) -> bool:
-    """Whether a URL pattern's callback is ``view``: the same function (or one wrapping it, as
-    ``login_required(view)`` in a URLconf does), or an ``as_view()`` of the same class."""
+    """Whether a URL pattern's callback is ``view``: the same function, one wrapping it (as
+    ``login_required(view)`` in a URLconf does) or one it wraps (``view_tool(mcp,
+    csrf_exempt(view))`` of a view routed bare), or an ``as_view()`` of the same class. Two
+    wrappers of one function are different views."""
     view_class = getattr(view, "view_class", None)
     if view_class is not None:
         return getattr(callback, "view_class", None) is view_class
-    while callback is not None:
-        if callback is view:
+    return _wraps(callback, view) or _wraps(view, callback)
+
+
+def _wraps(outer: Any, inner: Any) -> bool:
+    """Whether ``inner`` is ``outer`` or one of the functions it wraps (``__wrapped__``)."""
+    seen = 0
+    while outer is not None and seen < 100:  # a wrapper whose __wrapped__ loops: give up
+        if outer is inner:
             return True
-        callback = getattr(callback, "__wrapped__", None)
+        outer = getattr(outer, "__wrapped__", None)
+        seen += 1
     return False
 
 

@@ -16,6 +16,7 @@ from django.template.response import TemplateResponse
 from django.urls import include, path, re_path, reverse
 from django.utils.translation import get_language
 from django.views import View
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Resolve
@@ -174,6 +175,20 @@ def news_story(request: HttpRequest, slug: str) -> HttpResponse:
     return HttpResponse(f"story {slug} at {request.path}", content_type="text/plain")
 
 
+@view_tool(mcp)
+def archive(request: HttpRequest, year: int | None = None) -> HttpResponse:
+    """The archive, or one year of it: routed with and without the year, as Django lets one view be."""
+    return HttpResponse(f"archive {year} at {request.path}", content_type="text/plain")
+
+
+def shelf_label(request: HttpRequest, slug: str) -> HttpResponse:
+    """Routed bare; exposed wrapped (below), as ``view_tool(mcp, csrf_exempt(view))`` would."""
+    return HttpResponse(f"label {slug} at {request.path}", content_type="text/plain")
+
+
+view_tool(mcp, csrf_exempt(shelf_label), name="shelf_label")
+
+
 @mcp.tool()
 def where_am_i() -> dict[str, str]:
     """A plain SDK tool: where reverse() and the active language point."""
@@ -313,6 +328,9 @@ urlpatterns = [
     path("files/<slug:slug>", shop_file),
     re_path(r"^tags/(?P<slug>[-\w]+)$", tag),
     path("printed/<slug:slug>", printed_edition, {"edition": "print"}),
+    path("archive/", archive),
+    path("archive/<int:year>", archive),
+    path("labels/<slug:slug>", shelf_label),
     path("blog/", include([path("<slug:slug>", blog_post, name="detail")])),
     path("news/", include([path("<slug:slug>", news_story, name="detail")])),
     path("mcp-sync", MCPView.as_view(server="tests.django.exposed_site.mcp")),

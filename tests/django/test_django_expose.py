@@ -220,6 +220,28 @@ def test_a_view_whose_url_name_another_view_shares_is_reached(path: str, shop: d
 
 
 @pytest.mark.parametrize("path", PATHS)
+def test_a_view_routed_with_and_without_an_optional_argument_is_reached_both_ways(
+    path: str, shop: dict[str, User]
+) -> None:
+    caller = Caller(path, "modern", shop["bob"])
+    assert text(caller.call("archive")) == "archive None at /archive/"
+    assert text(caller.call("archive", year=2024)) == "archive 2024 at /archive/2024"
+    refused = caller.call("archive", year=-1)  # <int:...> admits digits only
+    assert refused["isError"] is True and text(refused) == "404 Not Found", refused
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_an_exposed_wrapper_of_a_routed_view_gets_only_what_its_url_admits(path: str, shop: dict[str, User]) -> None:
+    """``view_tool(mcp, csrf_exempt(view))`` while the URLconf routes ``view`` itself: the
+    wrapper's tool is still the routed view's URL, converters included."""
+    caller = Caller(path, "modern", shop["bob"])
+    assert text(caller.call("shelf_label", slug="top")) == "label top at /labels/top"
+    for bad in ("../../settings.py", "a/b"):
+        refused = caller.call("shelf_label", slug=bad)
+        assert refused["isError"] is True and text(refused) == "404 Not Found", (bad, refused)
+
+
+@pytest.mark.parametrize("path", PATHS)
 def test_a_view_whose_url_cannot_be_built_is_not_run(path: str, shop: dict[str, User]) -> None:
     """Unnamed inside a namespace (Django cannot reverse it), or ``url_name`` naming another
     view's URL or none: the tool errs, telling the developer what to fix, and the view never runs."""
