@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.auth import get_permission_codename
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.text import Truncator
@@ -35,7 +36,15 @@ class MCPElicitationAdmin(admin.ModelAdmin):
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    @admin.action(description="Mark the selected URL elicitations completed (notifies the clients)")
+    def has_complete_permission(self, request: HttpRequest) -> bool:
+        # Completing is a change (a deposit marked paid): staff who may only view the questions
+        # are not offered the action. The model's change permission is the one to grant.
+        opts = self.opts
+        return request.user.has_perm(f"{opts.app_label}.{get_permission_codename('change', opts)}")
+
+    @admin.action(
+        description="Mark the selected URL elicitations completed (notifies the clients)", permissions=["complete"]
+    )
     def complete_selected(self, request: HttpRequest, queryset: QuerySet[MCPElicitation]) -> None:
         from mcp_django.elicitation import complete_elicitation
 

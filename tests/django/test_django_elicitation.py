@@ -440,3 +440,33 @@ def test_a_redemption_reaches_its_question_by_state_not_through_every_pending_ro
     for update in updates:
         plan = " ".join(str(row) for row in connection.connection.execute("EXPLAIN QUERY PLAN " + update))
         assert "mcp_elicitation_state" in plan, (update, plan)
+
+
+def test_staff_who_may_only_view_elicitations_cannot_complete_them() -> None:
+    """Completing a URL elicitation (a deposit marked paid) is a change: the admin's action is
+    not offered to, nor run for, staff whose permission on the model is only to view it."""
+    from django.contrib.auth.models import Permission
+
+    store = DjangoStore()
+    record = url_row(store, session(store), "dep-viewer")
+    viewer = User.objects.create_user("viewer", "viewer@example.com", "pw-for-tests-only", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_mcpelicitation"))
+    client = Client()
+    client.force_login(viewer)
+    page = client.get("/admin/mcp_django/mcpelicitation/")
+    assert page.status_code == 200 and b"complete_selected" not in page.content
+    client.post(
+        "/admin/mcp_django/mcpelicitation/",
+        {"action": "complete_selected", "_selected_action": [record.id]},
+    )
+    assert store.get_elicitation(record.id).status == "pending"
+
+    # The model's change permission is the one that lets staff complete.
+    viewer.user_permissions.add(Permission.objects.get(codename="change_mcpelicitation"))
+    viewer = User.objects.get(pk=viewer.pk)  # a fresh permission cache
+    client.force_login(viewer)
+    client.post(
+        "/admin/mcp_django/mcpelicitation/",
+        {"action": "complete_selected", "_selected_action": [record.id]},
+    )
+    assert store.get_elicitation(record.id).status == "completed"
