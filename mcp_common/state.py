@@ -64,7 +64,8 @@ def parse_handle(endpoint: MCPEndpoint, handle: str) -> str | None:
     if not handle.startswith(HANDLE_PREFIX):
         return None
     state_id, _, mac = handle[len(HANDLE_PREFIX) :].partition(".")
-    if len(state_id) != 32 or not state_id.isalnum() or not mac:
+    # ASCII only: the client wrote it, and hmac.compare_digest raises on other text.
+    if len(state_id) != 32 or not (state_id.isascii() and state_id.isalnum()) or not mac or not mac.isascii():
         return None
     for key in endpoint.handle_keys:
         if hmac.compare_digest(mac, _mac(key, state_id)):

@@ -217,8 +217,10 @@ def test_concurrent_redemptions_let_exactly_one_through() -> None:
         lambda h: h.replace("mcp1.", "mcp1.0", 1)[:-1],  # the row id
         lambda h: "v1.forged",  # an SDK-style token
         lambda h: "",
+        lambda h: h[:-1] + "\u00e9",  # a MAC hmac.compare_digest cannot compare as text
+        lambda h: "mcp1." + "\u00e9" * 32 + h[37:],  # a row id of letters, not ASCII ones
     ],
-    ids=["mac", "row-id", "sdk-token", "empty"],
+    ids=["mac", "row-id", "sdk-token", "empty", "non-ascii-mac", "non-ascii-row-id"],
 )
 def test_tampered_handle_is_refused_and_the_real_one_still_works(tamper: Any) -> None:
     store = MemoryStore()
