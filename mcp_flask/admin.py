@@ -289,7 +289,8 @@ def _complete(record_id: str) -> Response:
 
     expected = session.get(_TOKEN_KEY)
     sent = request.form.get("token", "")
-    if not isinstance(expected, str) or not hmac.compare_digest(sent, expected):
+    # As bytes: hmac.compare_digest raises on non-ASCII text, and the sender chose this one.
+    if not isinstance(expected, str) or not hmac.compare_digest(sent.encode(), expected.encode()):
         abort(400, "The form's token is missing or stale: reload the page and try again.")
     with Session(_engine()) as s:
         row = s.get(MCPElicitation, record_id)

@@ -210,3 +210,14 @@ def test_staff_complete_a_url_elicitation_and_the_client_is_notified(app: Flask)
     again = client.post(f"/mcp-admin/{record.id}/complete", data={"token": token}, follow_redirects=True)
     assert "Nothing to complete: this is a url elicitation, completed." in again.get_data(as_text=True)
     assert len([e for e in store.events_after(sid, GET_STREAM, 0) if "deposit-9" in e.message]) == 1
+
+
+def test_a_forged_token_of_any_text_is_refused_with_400(app: Flask) -> None:
+    """hmac.compare_digest raises on non-ASCII text: such a token is refused like any other
+    wrong one, not answered with a 500 page."""
+    record, _ = _url_on_session(_store(app), "deposit-10")
+    client = app.test_client()
+    client.get(f"/mcp-admin/{record.id}/")  # the session now holds a token
+    answer = client.post(f"/mcp-admin/{record.id}/complete", data={"token": "d\u00e9p\u00f4t"})
+    assert answer.status_code == 400
+    assert _store(app).get_elicitation(record.id).status == "pending"
