@@ -34,7 +34,8 @@ def payment_webhook(request: HttpRequest) -> JsonResponse:
     from mcp_django import complete_elicitation
 
     token = request.headers.get("Authorization", "").removeprefix("Bearer ")
-    if not hmac.compare_digest(token, settings.PAYMENT_WEBHOOK_TOKEN):
+    # As bytes: hmac.compare_digest raises on non-ASCII text, and the caller chose this one.
+    if not hmac.compare_digest(token.encode(), settings.PAYMENT_WEBHOOK_TOKEN.encode()):
         return JsonResponse({"error": "unauthorized"}, status=401)
     try:
         elicitation_id = json.loads(request.body)["elicitation_id"]

@@ -57,7 +57,8 @@ def payment_webhook() -> tuple[dict[str, Any], int]:
     from mcp_flask import complete_elicitation
 
     token = request.headers.get("Authorization", "").removeprefix("Bearer ")
-    if not hmac.compare_digest(token, current_app.config["PAYMENT_WEBHOOK_TOKEN"]):
+    # As bytes: hmac.compare_digest raises on non-ASCII text, and the caller chose this one.
+    if not hmac.compare_digest(token.encode(), current_app.config["PAYMENT_WEBHOOK_TOKEN"].encode()):
         return {"error": "unauthorized"}, 401
     payload = request.get_json(silent=True)
     elicitation_id = payload.get("elicitation_id") if isinstance(payload, dict) else None

@@ -361,6 +361,16 @@ def test_staff_review_and_complete_elicitations_in_the_admin() -> None:
     assert anonymous.status_code == 302
 
 
+def test_example_payment_webhook_refuses_a_non_ascii_token_with_401() -> None:
+    answer = Client().post(
+        "/payments/webhook",
+        json.dumps({"elicitation_id": "deposit-1"}),
+        content_type="application/json",
+        headers={"Authorization": "Bearer d\u00e9mo"},
+    )
+    assert answer.status_code == 401 and answer.json() == {"error": "unauthorized"}
+
+
 def test_purge_command_keeps_pending_questions() -> None:
     from io import StringIO
     from types import SimpleNamespace

@@ -583,6 +583,16 @@ def test_example_app_settings(monkeypatch: pytest.MonkeyPatch, sqlite_uri: str) 
     assert state.config.secret_keys == (SECRET_KEY,)
 
 
+def test_example_payment_webhook_refuses_a_non_ascii_token_with_401(sqlite_uri: str) -> None:
+    from example_project.flask_app import create_app
+
+    app = create_app({"MCP_DATABASE_URI": sqlite_uri})
+    answer = app.test_client().post(
+        "/payments/webhook", json={"elicitation_id": "deposit-1"}, headers={"Authorization": "Bearer d\u00e9mo"}
+    )
+    assert answer.status_code == 401 and answer.get_json() == {"error": "unauthorized"}
+
+
 def test_trusted_hosts_refusal_is_json_on_mcp_urls(make_app: Callable[..., Flask]) -> None:
     app = make_app(TRUSTED_HOSTS=["localhost"])
     app.add_url_rule("/page", "page", lambda: "page")
