@@ -46,9 +46,16 @@ class MCPElicitationAdmin(admin.ModelAdmin):
         description="Mark the selected URL elicitations completed (notifies the clients)", permissions=["complete"]
     )
     def complete_selected(self, request: HttpRequest, queryset: QuerySet[MCPElicitation]) -> None:
-        from mcp_django.elicitation import complete_elicitation
+        from mcp_common.elicitation import complete_in_store
+        from mcp_django.store import DjangoStore
 
-        # Per server: another server of the site may have asked under the same id.
-        asked = queryset.filter(mode="url").values_list("elicitation_id", "server_name")
-        completed = sum(complete_elicitation(eid, server) for eid, server in sorted(set(asked)) if eid)
+        # Per server and asker: another server of the site, or another user, may have asked
+        # under the same id, and has not done what the selected asker did.
+        asked = set(queryset.filter(mode="url").values_list("elicitation_id", "server_name", "principal"))
+        store = DjangoStore()
+        completed = sum(
+            len(complete_in_store(store, eid, server, principal)[0])
+            for eid, server, principal in sorted(asked, key=lambda a: (a[0] or "", a[1], a[2] or ""))
+            if eid
+        )
         self.message_user(request, f"{completed} elicitation(s) completed.", messages.SUCCESS)

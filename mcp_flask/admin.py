@@ -31,6 +31,7 @@ from markupsafe import Markup
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
+from mcp_common.elicitation import complete_in_store
 from mcp_common.store import ELICITATION_STATUSES, OPEN_STATUSES
 from mcp_flask.models import MCPElicitation
 
@@ -285,7 +286,7 @@ def _token() -> str:
 
 
 def _complete(record_id: str) -> Response:
-    from mcp_flask.elicitation import complete_elicitation
+    from mcp_flask.extension import get_state
 
     expected = session.get(_TOKEN_KEY)
     sent = request.form.get("token", "")
@@ -299,6 +300,8 @@ def _complete(record_id: str) -> Response:
     if not _completable(row):
         flash(f"Nothing to complete: this is a {row.mode} elicitation, {row.status}.")
     else:
-        moved = complete_elicitation(row.elicitation_id or "", row.server_name)
-        flash(f"{moved} elicitation(s) completed.")
+        # The asker's rows with that id on that server only: another user who asked under the
+        # same id has not done what this one did.
+        moved, _ = complete_in_store(get_state().store, row.elicitation_id or "", row.server_name, row.principal)
+        flash(f"{len(moved)} elicitation(s) completed.")
     return redirect(url_for(".detail", record_id=record_id), code=303)

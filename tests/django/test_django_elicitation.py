@@ -30,14 +30,19 @@ def session(store: DjangoStore) -> str:
 
 
 def url_row(
-    store: DjangoStore, sid: str | None, elicitation_id: str, request_key: str = "srv-1", server_name: str = "Bistro"
+    store: DjangoStore,
+    sid: str | None,
+    elicitation_id: str,
+    request_key: str = "srv-1",
+    server_name: str = "Bistro",
+    principal: str | None = None,
 ):
     record = new_record(
         server_name=server_name,
         tool="pay_deposit",
         params={"mode": "url", "message": "Pay", "url": "https://pay.example.com/1", "elicitationId": elicitation_id},
         request_key=request_key,
-        principal=None,
+        principal=principal,
         expires=time.time() + 60,
         session_id=sid,
         owner="host:1:x",
@@ -450,6 +455,27 @@ def test_a_redemption_reaches_its_question_by_state_not_through_every_pending_ro
     for update in updates:
         plan = " ".join(str(row) for row in connection.connection.execute("EXPLAIN QUERY PLAN " + update))
         assert "mcp_elicitation_state" in plan, (update, plan)
+
+
+def test_completing_a_selected_question_leaves_other_users_questions_with_the_same_id_alone() -> None:
+    """Staff complete the questions they selected: another user who asked under the same id has
+    not paid because this one did, and their resolver's ``elicitation_completed`` must not say so."""
+    store = DjangoStore()
+    ada = url_row(store, session(store), "dep-shared", principal="user:ada")
+    bob_sid = session(store)
+    bob = url_row(store, bob_sid, "dep-shared", principal="user:bob")
+    staff = User.objects.create_superuser("staff", "staff@example.com", "pw-for-tests-only")
+    client = Client()
+    client.force_login(staff)
+    done = client.post(
+        "/admin/mcp_django/mcpelicitation/",
+        {"action": "complete_selected", "_selected_action": [ada.id]},
+        follow=True,
+    )
+    assert b"1 elicitation(s) completed." in done.content
+    assert store.get_elicitation(ada.id).status == "completed"
+    assert store.get_elicitation(bob.id).status == "pending"
+    assert [e for e in store.events_after(bob_sid, GET_STREAM, 0) if "dep-shared" in e.message] == []
 
 
 def test_staff_who_may_only_view_elicitations_cannot_complete_them() -> None:

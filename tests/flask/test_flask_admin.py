@@ -58,7 +58,9 @@ def _form(store: Any, message: str, *, state_id: str | None = None, status: str 
     return record
 
 
-def _url_on_session(store: Any, elicitation_id: str, message: str = "Pay the deposit") -> tuple[Any, str]:
+def _url_on_session(
+    store: Any, elicitation_id: str, message: str = "Pay the deposit", principal: str | None = None
+) -> tuple[Any, str]:
     """A legacy session's pending URL elicitation (a deposit to pay)."""
     sid = uuid.uuid4().hex
     now = time.time()
@@ -73,7 +75,7 @@ def _url_on_session(store: Any, elicitation_id: str, message: str = "Pay the dep
             "elicitationId": elicitation_id,
         },
         request_key="srv-1",
-        principal=None,
+        principal=principal,
         expires=now + 600,
         session_id=sid,
         owner="host:1:x",
@@ -221,3 +223,21 @@ def test_a_forged_token_of_any_text_is_refused_with_400(app: Flask) -> None:
     answer = client.post(f"/mcp-admin/{record.id}/complete", data={"token": "d\u00e9p\u00f4t"})
     assert answer.status_code == 400
     assert _store(app).get_elicitation(record.id).status == "pending"
+
+
+def test_completing_a_question_leaves_other_users_questions_with_the_same_id_alone(app: Flask) -> None:
+    """Staff complete the question whose page they read: another user asked under the same id
+    (a tool's fixed id, a shared booking number) has not paid because this one did, and their
+    resolver's ``elicitation_completed`` must not say so."""
+    store = _store(app)
+    ada, ada_sid = _url_on_session(store, "deposit-11", principal="user:ada")
+    bob, bob_sid = _url_on_session(store, "deposit-11", principal="user:bob")
+    client = app.test_client()
+    page = client.get(f"/mcp-admin/{ada.id}/").get_data(as_text=True)
+    token = re.search(r'name="token" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+    done = client.post(f"/mcp-admin/{ada.id}/complete", data={"token": token}, follow_redirects=True)
+    assert "1 elicitation(s) completed." in done.get_data(as_text=True)
+    assert store.get_elicitation(ada.id).status == "completed"
+    assert store.get_elicitation(bob.id).status == "pending"
+    assert [e for e in store.events_after(bob_sid, GET_STREAM, 0) if "deposit-11" in e.message] == []
+    assert [e for e in store.events_after(ada_sid, GET_STREAM, 0) if "deposit-11" in e.message]
