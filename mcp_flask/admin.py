@@ -194,6 +194,9 @@ def _index() -> str:
         )
     with Session(_engine()) as s:
         total = s.scalar(select(func.count()).select_from(MCPElicitation).where(*conditions)) or 0
+        # Past the end (a hand-edited URL): the last page, and an OFFSET the database accepts.
+        pages = max(1, -(-total // PAGE_SIZE))
+        page = min(page, pages)
         rows = list(
             s.scalars(
                 select(MCPElicitation)
@@ -215,7 +218,7 @@ def _index() -> str:
         rows=rows,
         total=total,
         page=page,
-        pages=max(1, -(-total // PAGE_SIZE)),
+        pages=pages,
         status=status,
         mode=mode,
         q=q,

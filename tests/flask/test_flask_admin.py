@@ -241,3 +241,14 @@ def test_completing_a_question_leaves_other_users_questions_with_the_same_id_alo
     assert store.get_elicitation(bob.id).status == "pending"
     assert [e for e in store.events_after(bob_sid, GET_STREAM, 0) if "deposit-11" in e.message] == []
     assert [e for e in store.events_after(ada_sid, GET_STREAM, 0) if "deposit-11" in e.message]
+
+
+def test_a_page_past_the_end_shows_the_last_page_not_a_500(app: Flask) -> None:
+    """A page number too large for the database's OFFSET (a hand-edited URL) is not a crash."""
+    _form(_store(app), "The only question")
+    client = app.test_client()
+    for page in ("3", "9" * 30):
+        answer = client.get(f"/mcp-admin/?page={page}")
+        assert answer.status_code == 200
+        html = answer.get_data(as_text=True)
+        assert "Page 1 of 1" in html and "The only question" in html
