@@ -87,11 +87,15 @@ def redeem_sync(endpoint: MCPEndpoint, method: str, params: Mapping[str, Any], p
     if state_id is None:
         raise invalid_state("unknown or forged handle")
     target, args_digest = _sdk.request_identity(method, params)
+    # Nothing stored holds a NUL (PostgreSQL text cannot): a target or question key with one
+    # matches nothing, and must not reach the database driver, which refuses it.
+    if "\x00" in target:
+        raise invalid_state("bound to another request")
     responses = params.get("inputResponses")
     answers: dict[str, tuple[str, str | None]] = {}
     if isinstance(responses, Mapping):
         for key, response in responses.items():
-            if isinstance(response, Mapping) and "action" in response:
+            if isinstance(response, Mapping) and "action" in response and "\x00" not in str(key):
                 answers[str(key)] = outcome_of(response)
     store = endpoint.store
     state = store.consume_request_state(

@@ -1041,3 +1041,16 @@ def test_only_an_in_memory_database_is_private_to_the_process(store: SessionStor
     for url in ("sqlite://", "sqlite:///:memory:", "sqlite:///file:shop?mode=memory&cache=shared&uri=true"):
         assert SQLAlchemyStore(make_engine(url)).process_private() is True, url
     assert SQLAlchemyStore(make_engine(f"sqlite:///{tmp_path / 'shop.sqlite3'}")).process_private() is False
+
+
+def test_a_retry_with_nul_characters_is_answered_as_on_any_store(store: SessionStore) -> None:
+    """PostgreSQL text cannot hold NUL: a client's retry naming a tool or a question with one
+    matches nothing stored, and is answered as such (never a 500 from the database driver)."""
+    from tests.core.test_elicitation import ask, call, endpoint, refused
+
+    point = endpoint(store)  # type: ignore[arg-type]
+    key, _, handle = ask(point)
+    answer = {"action": "accept", "content": {"name": "Ada"}}
+    assert refused(*call(point, "hel\x00lo", {}, inputResponses={key: answer}, requestState=handle))
+    status, body = call(point, "hello", {}, inputResponses={key + "\x00": answer}, requestState=handle)
+    assert status == 200 and body["result"]["resultType"] == "input_required", body
