@@ -669,6 +669,10 @@ class LegacyProtocol:
         self, session: SessionRecord, message: JSONRPCResponse | JSONRPCError, raw: Any
     ) -> None:
         request_id = str(message.id)
+        if "\x00" in request_id:
+            # No request of ours has one (PostgreSQL text cannot hold it): unknown, like any other.
+            logger.info("Dropped an answer to unknown or already answered request %r", request_id[:64])
+            return
         payload = dumps(raw)
         # When the request was an elicitation, its row records the user's answer too.
         if isinstance(message, JSONRPCError):

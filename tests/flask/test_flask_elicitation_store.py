@@ -1054,3 +1054,15 @@ def test_a_retry_with_nul_characters_is_answered_as_on_any_store(store: SessionS
     assert refused(*call(point, "hel\x00lo", {}, inputResponses={key: answer}, requestState=handle))
     status, body = call(point, "hello", {}, inputResponses={key + "\x00": answer}, requestState=handle)
     assert status == 200 and body["result"]["resultType"] == "input_required", body
+
+
+def test_a_legacy_answer_to_an_id_with_a_nul_is_dropped_as_unknown(store: SessionStore) -> None:
+    """An answer to a server request nobody made (its id holds a NUL, which PostgreSQL text
+    cannot) is accepted and dropped like any unknown answer, not a 500 from the driver."""
+    from tests.core.test_elicitation import endpoint, initialize, legacy
+
+    point = endpoint(store)  # type: ignore[arg-type]
+    session = initialize(point, {"elicitation": {}})
+    for request_id in ("srv-unknown", "srv-\x00"):
+        reply = {"jsonrpc": "2.0", "id": request_id, "result": {"action": "accept", "content": {}}}
+        assert point.handle(legacy(session, reply)).status == 202
