@@ -28,7 +28,7 @@ from typing import Any
 
 from flask import Blueprint, Response, abort, flash, redirect, render_template_string, request, session, url_for
 from markupsafe import Markup
-from sqlalchemy import func, or_, select
+from sqlalchemy import false, func, or_, select
 from sqlalchemy.orm import Session
 
 from mcp_common.elicitation import complete_in_store
@@ -176,7 +176,10 @@ def _index() -> str:
         conditions.append(MCPElicitation.status == status)
     if mode is not None:
         conditions.append(MCPElicitation.mode == mode)
-    if q:
+    if "\x00" in q:
+        # Nothing stored holds a NUL (PostgreSQL text cannot, and its driver refuses one).
+        conditions.append(false())
+    elif q:
         pattern = "%" + q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         conditions.append(
             or_(
@@ -239,9 +242,15 @@ def _pretty(value: str | None) -> str:
         return value
 
 
-def _detail(record_id: str) -> str:
+def _row(record_id: str) -> MCPElicitation | None:
+    if "\x00" in record_id:  # no such id (PostgreSQL's driver refuses to look one up)
+        return None
     with Session(_engine()) as s:
-        row = s.get(MCPElicitation, record_id)
+        return s.get(MCPElicitation, record_id)
+
+
+def _detail(record_id: str) -> str:
+    row = _row(record_id)
     if row is None:
         abort(404)
     fields = [
@@ -296,8 +305,7 @@ def _complete(record_id: str) -> Response:
     # As bytes: hmac.compare_digest raises on non-ASCII text, and the sender chose this one.
     if not isinstance(expected, str) or not hmac.compare_digest(sent.encode(), expected.encode()):
         abort(400, "The form's token is missing or stale: reload the page and try again.")
-    with Session(_engine()) as s:
-        row = s.get(MCPElicitation, record_id)
+    row = _row(record_id)
     if row is None:
         abort(404)
     if not _completable(row):

@@ -252,3 +252,24 @@ def test_a_page_past_the_end_shows_the_last_page_not_a_500(app: Flask) -> None:
         assert answer.status_code == 200
         html = answer.get_data(as_text=True)
         assert "Page 1 of 1" in html and "The only question" in html
+
+
+def test_a_nul_in_the_search_or_the_address_is_not_a_500(
+    make_app: Callable[..., Flask], backend: tuple[str, dict[str, Any]]
+) -> None:
+    """PostgreSQL text cannot hold NUL: such a search matches nothing, such a question is not
+    found, on every database (the driver would refuse the statement)."""
+    uri, options = backend
+    app = make_app(MCP_DATABASE_URI=uri, MCP_ENGINE_OPTIONS=options)
+    MCP(app, server=MCPServer("Shop"))
+    migrate(app)
+    app.register_blueprint(admin_blueprint(lambda: True), url_prefix="/mcp-admin")
+    client = app.test_client()
+    try:
+        assert "No elicitation matches." in client.get("/mcp-admin/?q=a%00").get_data(as_text=True)
+        assert client.get("/mcp-admin/a%00/").status_code == 404
+        with client.session_transaction() as session:
+            session["mcp_admin_token"] = "t"
+        assert client.post("/mcp-admin/a%00/complete", data={"token": "t"}).status_code == 404
+    finally:
+        get_state(app).engine.dispose()
