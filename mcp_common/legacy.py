@@ -156,8 +156,9 @@ class CallStream:
 
     async def send(self, message: Mapping[str, Any], *, final: bool = False) -> None:
         data = dumps(message)
-        if final and self.attached and not self.persisted:
-            # Nothing was logged for this stream, so a client that resumes it cannot exist yet.
+        if final and self.attached and not self.persisted and not self.priming:
+            # Nothing was logged for this stream and no event id was sent (a priming event
+            # carries one), so a client that resumes it cannot exist.
             self._queue.put_nowait(sse_frame(data))
             self._queue.put_nowait(None)
             return

@@ -8,6 +8,7 @@ import threading
 import time
 from typing import Annotated, Any
 
+import anyio
 import pytest
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context, Elicit, Resolve
@@ -487,3 +488,41 @@ def test_a_malformed_last_event_id_is_refused(last_event_id: str) -> None:
 def test_the_largest_event_number_is_read() -> None:
     assert parse_event_id("abc." + "9" * 18) == ("abc", 10**18 - 1)
     assert parse_event_id("a.b.007") == ("a.b", 7)
+
+
+def test_a_call_stream_lost_after_its_priming_event_is_resumed_with_the_answer() -> None:
+    """The priming event gives the client an id to resume from at once. A client whose
+    connection drops before anything else was sent (a WSGI server notices only when it next
+    writes) resumes on another worker and must still get the call's answer."""
+    server = MCPServer("Napper")
+    release = threading.Event()
+
+    @server.tool()
+    async def long_nap(ctx: Context) -> str:  # a Context: the full path, an SSE stream
+        await anyio.to_thread.run_sync(release.wait)
+        return "rested"
+
+    store = MemoryStore()
+    first = MCPEndpoint(server, MCPConfig(poll_interval=0.02, blocking_hold_seconds=0.1), store)
+    second = MCPEndpoint(server, MCPConfig(poll_interval=0.02, blocking_hold_seconds=0.1), store)
+    session = initialize(first)
+    call = {"jsonrpc": "2.0", "id": 21, "method": "tools/call", "params": {"name": "long_nap", "arguments": {}}}
+    response = first.handle(legacy(session, call))
+    body = first.iter_body(response)
+    priming = next(body).decode()
+    last_id = next(line[4:] for line in priming.split("\n") if line.startswith("id: "))
+    # The connection is gone; the server has not noticed. The client resumes elsewhere.
+    release.set()
+    deadline = time.monotonic() + 5
+    seen: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        resumed = second.handle(
+            request("GET", mcp_session_id=session, mcp_protocol_version=LEGACY, last_event_id=last_id)
+        )
+        for event in events(second, resumed):
+            last_id = event["id"] or last_id
+            if event["data"]:
+                seen.append(event["data"])
+        if seen and "result" in seen[-1]:
+            break
+    assert seen and seen[-1]["id"] == 21 and seen[-1]["result"]["content"][0]["text"] == "rested", seen
