@@ -425,7 +425,9 @@ class AnswerPoller:
                     existing = await endpoint.db(endpoint.store.pending_keys, [key[0] for key in keys])
                     for key in keys:
                         if key not in existing and key in self._keys:
-                            waiters.fail(key[0], key[1], SessionGone(key[0]))
+                            # Ended through another worker: its calls end here as they do in
+                            # the worker that received the DELETE.
+                            waiters.end_session(key[0])
                     # 10,000 waiting questions: one existence sweep every 11 s.
                     next_check = time.monotonic() + min(MAX_POLL_INTERVAL + len(keys) / 1000, 30.0)
             except RuntimeError as exc:
@@ -607,8 +609,13 @@ class LegacyProtocol:
                 reply = {"jsonrpc": "2.0", "id": message.id, "result": await run}
             except asyncio.CancelledError:
                 reply = _error_reply(message.id, MCPError(code=REQUEST_TIMEOUT, message="Request cancelled"))
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(stream.send(reply, final=True))
+                if self.waiters.has_ended(session.session_id):
+                    # The session is gone with its event log: an attached client hears the end,
+                    # nothing is written for a session no client can resume.
+                    stream.abort(reply)
+                else:
+                    with contextlib.suppress(Exception):
+                        await asyncio.shield(stream.send(reply, final=True))
                 raise
             except Exception as exc:
                 reply = _error_reply(message.id, exc)
@@ -760,8 +767,8 @@ class LegacyProtocol:
                         )
                 raise
             except (TimeoutError, SessionGone) as exc:
+                expired = isinstance(exc, TimeoutError)
                 if record is not None:
-                    expired = isinstance(exc, TimeoutError)
                     await endpoint.db(
                         functools.partial(
                             store.update_elicitation,
@@ -771,6 +778,14 @@ class LegacyProtocol:
                             detail=f"No answer within {wait:g} seconds" if expired else "The session ended",
                         )
                     )
+                if not expired:
+                    # The session ended: the call ends with it, cancelled as the SDK cancels a
+                    # deleted session's calls (the tool goes no further, and asks nothing more
+                    # of a client that is gone). Raised here, not left to the task's own
+                    # cancellation: Python 3.11's ``wait_for`` swallows a cancellation that
+                    # arrives with its future's result (here, this very exception).
+                    raise asyncio.CancelledError from None
+                if record is not None:
                     # The design's rule: an unanswered question ends as the user's "cancel".
                     return {"action": "cancel"}
                 raise MCPError(code=REQUEST_TIMEOUT, message=f"No answer from the client to {method}") from None

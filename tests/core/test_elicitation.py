@@ -775,3 +775,36 @@ def test_a_legacy_call_observes_a_completed_url_question_and_is_not_sent_again()
     again = follow(answering, session, legacy_call(answering, session, "hold_table", {"booking_id": "7"}, call_id=6))
     assert [message.get("method") for message in again if "method" in message] == []
     assert again[-1]["result"]["content"][0]["text"] == PAID
+
+
+@pytest.mark.parametrize("where", ["same-worker", "other-worker"])
+def test_a_deleted_session_ends_its_waiting_call_whichever_worker_receives_the_delete(where: str) -> None:
+    """DELETE ends the session's calls as the SDK ends them (cancelled, the tool goes no
+    further), whichever worker it reaches: the tool neither carries on with a made-up "cancel"
+    nor asks again into the deleted session (a question nobody can answer, waited for until
+    the request timeout), and nothing more is written to the deleted session's event log."""
+    went_on: list[str] = []
+    server = MCPServer("Persistent")
+
+    @server.tool()
+    async def insist(ctx: Context) -> str:
+        answer = await ctx.elicit("Your name?", schema=Name)
+        went_on.append(answer.action)
+        again = await ctx.elicit("Really, your name?", schema=Name)
+        went_on.append(again.action)
+        return "done"
+
+    store = MemoryStore()
+    config = MCPConfig(secret_keys=(SECRET,), poll_interval=0.02, wait_detach_seconds=0.02, request_timeout=30)
+    asking, other = MCPEndpoint(server, config, store), MCPEndpoint(server, config, store)
+    deleting = asking if where == "same-worker" else other
+    session = initialize(asking, {"elicitation": {}})
+    for chunk in asking.iter_body(legacy_call(asking, session, "insist", {})):
+        if b"elicitation/create" in chunk:
+            break
+    assert deleting.handle(request("DELETE", mcp_session_id=session)).status == 200
+    assert wait_for(lambda: all(row.status != "pending" for row in store._elicitations.values()), 3)
+    time.sleep(0.2)
+    assert went_on == []
+    assert [(row.status, row.detail) for row in store._elicitations.values()] == [("cancelled", "The session ended")]
+    assert [e for e in store._events if e.session_id == session] == []
