@@ -272,4 +272,4 @@ def test_a_nul_in_the_search_or_the_address_is_not_a_500(
             session["mcp_admin_token"] = "t"
         assert client.post("/mcp-admin/a%00/complete", data={"token": "t"}).status_code == 404
     finally:
-        get_state(app).engine.dispose()
+        get_state(app).close()  # the heartbeat too: it would outlive the test on a disposed engine

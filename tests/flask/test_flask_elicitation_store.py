@@ -1049,11 +1049,15 @@ def test_a_retry_with_nul_characters_is_answered_as_on_any_store(store: SessionS
     from tests.core.test_elicitation import ask, call, endpoint, refused
 
     point = endpoint(store)  # type: ignore[arg-type]
-    key, _, handle = ask(point)
-    answer = {"action": "accept", "content": {"name": "Ada"}}
-    assert refused(*call(point, "hel\x00lo", {}, inputResponses={key: answer}, requestState=handle))
-    status, body = call(point, "hello", {}, inputResponses={key + "\x00": answer}, requestState=handle)
-    assert status == 200 and body["result"]["resultType"] == "input_required", body
+    try:
+        key, _, handle = ask(point)
+        answer = {"action": "accept", "content": {"name": "Ada"}}
+        assert refused(*call(point, "hel\x00lo", {}, inputResponses={key: answer}, requestState=handle))
+        status, body = call(point, "hello", {}, inputResponses={key + "\x00": answer}, requestState=handle)
+        assert status == 200 and body["result"]["resultType"] == "input_required", body
+    finally:
+        # Its heartbeat would go on using the store's engine after the fixture disposed it.
+        point.close()
 
 
 def test_a_legacy_answer_to_an_id_with_a_nul_is_dropped_as_unknown(store: SessionStore) -> None:
@@ -1062,7 +1066,10 @@ def test_a_legacy_answer_to_an_id_with_a_nul_is_dropped_as_unknown(store: Sessio
     from tests.core.test_elicitation import endpoint, initialize, legacy
 
     point = endpoint(store)  # type: ignore[arg-type]
-    session = initialize(point, {"elicitation": {}})
-    for request_id in ("srv-unknown", "srv-\x00"):
-        reply = {"jsonrpc": "2.0", "id": request_id, "result": {"action": "accept", "content": {}}}
-        assert point.handle(legacy(session, reply)).status == 202
+    try:
+        session = initialize(point, {"elicitation": {}})
+        for request_id in ("srv-unknown", "srv-\x00"):
+            reply = {"jsonrpc": "2.0", "id": request_id, "result": {"action": "accept", "content": {}}}
+            assert point.handle(legacy(session, reply)).status == 202
+    finally:
+        point.close()  # as above
