@@ -87,6 +87,15 @@ def _api_detail(exc: Exception) -> str | None:
 
 
 def _refusal(request: Any, authenticators: tuple[Any, ...], exc: Exception, detail: str) -> HTTPResponse:
+    from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated
+
+    status = getattr(exc, "status_code", 403)
+    if not isinstance(exc, AuthenticationFailed | NotAuthenticated):
+        # Not about the credentials (a suspended key, a throttle): an APIView keeps its status,
+        # and a 401 with a scheme would tell the client to send other credentials.
+        wait = getattr(exc, "wait", None)
+        headers = {"Retry-After": str(int(wait))} if wait else None
+        return error_response(status, INVALID_REQUEST, detail, headers=headers)
     # DRF's rule: 401 with the first class's scheme when it has one, else 403.
     header = None
     scheme = getattr(authenticators[0], "authenticate_header", None)
@@ -94,5 +103,4 @@ def _refusal(request: Any, authenticators: tuple[Any, ...], exc: Exception, deta
         header = scheme(request)
     if header:
         return error_response(401, INVALID_REQUEST, detail, headers={"WWW-Authenticate": header})
-    status = getattr(exc, "status_code", 403)
-    return error_response(403 if status == 401 else status, INVALID_REQUEST, detail)
+    return error_response(403, INVALID_REQUEST, detail)

@@ -15,7 +15,7 @@ from django.contrib.auth.models import User
 from django.core.checks import run_checks
 from django.test import AsyncClient, Client, override_settings
 from rest_framework.authentication import BaseAuthentication, BasicAuthentication
-from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.exceptions import AuthenticationFailed, PermissionDenied, Throttled
 
 from mcp_django.models import MCPSession
 from mcp_django.store import DjangoStore
@@ -127,3 +127,28 @@ def test_a_class_that_cannot_be_loaded_fails_the_system_check() -> None:
         "MCP[\"AUTHENTICATION_CLASSES\"] entry 'no.such.Authentication'",
         "MCP[\"AUTHENTICATION_CLASSES\"] entry <class 'dict'>",
     ]
+
+
+class Suspended(BaseAuthentication):
+    """Refuses with DRF exceptions that are not about credentials: an APIView keeps their status."""
+
+    def authenticate(self, request: Any) -> None:
+        key = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")[2]
+        if key == "blocked":
+            raise PermissionDenied("This key is suspended.")
+        if key == "hasty":
+            raise Throttled(wait=30)
+        return None
+
+
+@pytest.mark.parametrize("path", [ASYNC, SYNC])
+def test_a_refusal_that_is_not_about_credentials_keeps_its_status(path: str) -> None:
+    # DRF answers 401 (or 403 without a scheme) only for AuthenticationFailed and
+    # NotAuthenticated; a suspended key is a 403 and a throttled one a 429, scheme or not.
+    with classes(KeyAuthentication, Suspended):
+        blocked = initialize(path, {"Authorization": "Other blocked"})
+        assert blocked.status_code == 403 and "WWW-Authenticate" not in blocked
+        assert blocked.json()["error"]["message"] == "This key is suspended."
+        hasty = initialize(path, {"Authorization": "Other hasty"})
+        assert hasty.status_code == 429 and "WWW-Authenticate" not in hasty
+        assert hasty["Retry-After"] == "30"
