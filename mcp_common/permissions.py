@@ -12,10 +12,13 @@ mid-session takes effect at once.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from mcp_common import _sdk
+
+logger = logging.getLogger("mcp_common.permissions")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -65,9 +68,22 @@ def tool_checks(server: Any, request: Any) -> dict[str, Callable[[Any], bool]]:
 def run_checks(checks: dict[str, Callable[[Any], bool]], native: Any) -> frozenset[str]:
     """The names of the tools whose check refuses the framework request ``native``.
 
-    Blocking (a check may read the database): call it where the framework's own code runs.
+    A check that raises refuses (its traceback goes to the log): the tool is hidden from this
+    request, and the caller's other tools are served, rather than the whole request failing
+    with a server error because of one tool's check (``lambda user: user.profile.vip`` for an
+    anonymous caller). Blocking (a check may read the database): call it where the
+    framework's own code runs.
     """
-    return frozenset(name for name, check in checks.items() if not check(native))
+    denied = set()
+    for name, check in checks.items():
+        try:
+            allowed = check(native)
+        except Exception:
+            logger.exception("The permission check of tool %r failed: the tool is hidden from this request", name)
+            allowed = False
+        if not allowed:
+            denied.add(name)
+    return frozenset(denied)
 
 
 def denied_tools(server: Any, native: Any) -> frozenset[str]:

@@ -92,6 +92,18 @@ def test_the_decorator_marks_the_function_above_or_below_the_tool_decorator() ->
     assert checks["audit"]("auditor") and not checks["audit"]("guest")
 
 
+def test_a_check_that_raises_hides_its_tool_and_logs_why(caplog: pytest.LogCaptureFixture) -> None:
+    from mcp_common.permissions import run_checks
+
+    def broken(native: Any) -> bool:
+        raise AttributeError("'User' object has no attribute 'profile'")
+
+    denied = run_checks({"lounge": broken, "stock": lambda native: True}, object())
+    assert denied == frozenset({"lounge"})
+    (record,) = [r for r in caplog.records if r.name == "mcp_common.permissions"]
+    assert "'lounge'" in record.getMessage() and record.exc_info is not None
+
+
 def test_stacked_checks_all_apply() -> None:
     fn = require(lambda who: who != "mallory")(require(lambda who: who.startswith("a"))(lambda: None))
     check = fn.__mcp_permission__  # type: ignore[attr-defined]

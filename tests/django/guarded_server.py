@@ -1,6 +1,6 @@
 """A server whose tools are offered by Django permission: the shop's stock to everyone,
 restocking to users with ``auth.change_user`` (a permission every project has), the report to
-staff."""
+staff, and the lounge to nobody: its check raises."""
 
 from __future__ import annotations
 
@@ -26,3 +26,9 @@ def restock(units: int) -> str:
 @mcp.tool()
 def report() -> str:
     return "sales are up"
+
+
+@user_passes_test(lambda user: user.profile.vip)  # no user has a profile: the check raises
+@mcp.tool()
+def lounge() -> str:
+    return "welcome"

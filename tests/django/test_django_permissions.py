@@ -53,11 +53,14 @@ OFFERED = {
 @pytest.mark.parametrize("era", ["legacy", "modern"])
 @pytest.mark.parametrize("path", ["/guarded-sync", "/guarded-async"])
 def test_each_caller_is_offered_and_may_call_only_its_tools(path: str, era: str, users: dict[str, User | None]) -> None:
+    """``lounge``'s check raises for everyone: it is hidden (its traceback logged), and every
+    caller's other tools are served as usual, not a server error page."""
     for who, offered in OFFERED.items():
         caller = Caller(path, era, users[who])
         assert caller.tools() == offered, who
         unknown = json.dumps(caller.call("no_such_tool", {"units": 3})).replace("no_such_tool", "{name}")
-        for name, text in (("stock", "12 teapots"), ("restock", "restocked 3"), ("report", "sales are up")):
+        tools = (("stock", "12 teapots"), ("restock", "restocked 3"), ("report", "sales are up"), ("lounge", "welcome"))
+        for name, text in tools:
             answer = caller.call(name, {"units": 3} if name == "restock" else {})
             if name in offered:
                 assert answer["result"]["content"][0]["text"] == text, (who, name)
