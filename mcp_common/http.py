@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,6 +11,20 @@ _DECODER = json.JSONDecoder()
 _HEADER_NAMES: dict[str, str] = {}
 """WSGI environ key -> header name (``""``: not a header), for the keys seen first."""
 _HEADER_NAMES_MAX = 512
+
+
+def read_at_most(read: Callable[[int], bytes], most: int, chunk: int = 64 * 1024) -> bytes:
+    """Up to ``most`` bytes of a stream that ends where its body ends (a chunked request body
+    with no ``Content-Length``), read a piece at a time: never more than ``most`` in memory."""
+    pieces: list[bytes] = []
+    size = 0
+    while size < most:
+        piece = read(min(chunk, most - size))
+        if not piece:
+            break
+        pieces.append(piece)
+        size += len(piece)
+    return b"".join(pieces)
 
 
 @dataclass

@@ -14,7 +14,7 @@ from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
 from mcp_common.endpoint import MCPEndpoint
-from mcp_common.http import HTTPRequest, HTTPResponse, environ_headers
+from mcp_common.http import HTTPRequest, HTTPResponse, environ_headers, read_at_most
 from mcp_common.jsonrpc import error_response
 from mcp_common.permissions import run_checks, tool_checks
 from mcp_django.auth import authenticate
@@ -81,18 +81,6 @@ def _headers(request: HttpRequest) -> dict[str, str]:
     return headers
 
 
-def _read_to_end(stream: Any, most: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while size < most:
-        chunk = stream.read(min(65536, most - size))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
-
-
 def _read(request: HttpRequest, limit: int) -> bytes | HTTPResponse:
     """The body, read once and at most one byte past ``limit``; 413 when it is over.
 
@@ -109,7 +97,7 @@ def _read(request: HttpRequest, limit: int) -> bytes | HTTPResponse:
         if not meta.get("CONTENT_LENGTH") and meta.get("wsgi.input_terminated"):
             # A chunked body under a WSGI server that ends the stream at the body's end
             # (gunicorn): Django's request would read no length as an empty body.
-            body = _read_to_end(meta["wsgi.input"], limit + 1)
+            body = read_at_most(meta["wsgi.input"].read, limit + 1)
         else:
             body = request.read(limit + 1)
         if len(body) <= limit:

@@ -11,14 +11,12 @@ from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from mcp_common.endpoint import MCPEndpoint
-from mcp_common.http import HTTPRequest, HTTPResponse, environ_headers
+from mcp_common.http import HTTPRequest, HTTPResponse, environ_headers, read_at_most
 from mcp_common.jsonrpc import error_response
 from mcp_common.permissions import run_checks, tool_checks
 from mcp_flask.extension import get_state
 
 logger = logging.getLogger("mcp_flask")
-
-_CHUNK = 64 * 1024
 
 
 class MCPView(View):
@@ -106,17 +104,8 @@ def read_body(limit: int) -> bytes | HTTPResponse:
     try:
         if declared is not None:
             return request.get_data(cache=True)
-        chunks: list[bytes] = []
-        size = 0
-        while size <= limit:
-            chunk = request.stream.read(min(_CHUNK, limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > limit:
-            return _too_large(limit)
-        return b"".join(chunks)
+        body = read_at_most(request.stream.read, limit + 1)
+        return _too_large(limit) if len(body) > limit else body
     except RequestEntityTooLarge:
         # The application's MAX_CONTENT_LENGTH is lower than MCP_MAX_BODY_SIZE.
         return _too_large(request.max_content_length or limit)
