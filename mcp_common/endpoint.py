@@ -258,7 +258,7 @@ class MCPEndpoint:
         request.endpoint = self
         token = current_request.set(request)
         try:
-            refusal = check_request(self.config, request.headers, len(request.body))
+            refusal = check_request(self.config, request.headers, len(request.body), request.secure)
             if refusal is not None:
                 return refusal
             await self._ensure_started()

@@ -162,7 +162,7 @@ class FastPath:
         if started is None or not started.done() or started.exception() is not None:
             return None  # the lifespan is entered on the full path first
         headers = request.headers
-        if check_request(self.endpoint.config, headers, len(request.body)) is not None:
+        if check_request(self.endpoint.config, headers, len(request.body), request.secure) is not None:
             return None
         has_json, has_sse = accepts(headers)
         if not (has_json and has_sse) or not is_json_content(headers):

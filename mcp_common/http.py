@@ -55,6 +55,10 @@ class HTTPRequest:
     are not there."""
     endpoint: Any = None
     """The :class:`~mcp_common.endpoint.MCPEndpoint` serving it (set when it starts to)."""
+    secure: bool = False
+    """It came over HTTPS, as the framework tells (behind a proxy: Django's
+    ``SECURE_PROXY_SSL_HEADER``, werkzeug's ``ProxyFix``). Adapters set it when the request
+    carries an ``Origin`` header, the one check that reads it."""
 
     def header(self, name: str, default: str | None = None) -> str | None:
         return self.headers.get(name.lower(), default)

@@ -69,15 +69,21 @@ def _host_allowed(host: str, allowed: tuple[str, ...]) -> bool:
     return False
 
 
-def origin_allowed(origin: str, host: str, allowed: tuple[str, ...]) -> bool:
-    """Same-origin requests and listed origins pass; browsers on other sites do not."""
+def origin_allowed(origin: str, host: str, allowed: tuple[str, ...], secure: bool = False) -> bool:
+    """Same-origin requests and listed origins pass; browsers on other sites do not.
+
+    ``secure``: the request came over HTTPS, so a same-host origin must be ``https`` too (a
+    page served over plain HTTP, which anyone on the network can alter, is another origin). A
+    request the framework sees as plain HTTP may have come through a TLS-terminating proxy that
+    does not say so: there either scheme passes, as before.
+    """
     if "*" in allowed:
         return True
     origin = origin.strip().lower()
     if origin == "null":
         return False
     parts = urlsplit(origin)
-    if parts.netloc and parts.netloc == host.strip().lower():
+    if parts.netloc and parts.netloc == host.strip().lower() and (parts.scheme == "https" or not secure):
         return True
     for pattern in allowed:
         pattern = pattern.lower().rstrip("/")
@@ -88,14 +94,17 @@ def origin_allowed(origin: str, host: str, allowed: tuple[str, ...]) -> bool:
     return False
 
 
-def check_request(config: MCPConfig, headers: Mapping[str, str], body_size: int) -> HTTPResponse | None:
-    """A refusal, or ``None`` when the request may go on to the protocol layer."""
+def check_request(
+    config: MCPConfig, headers: Mapping[str, str], body_size: int, secure: bool = False
+) -> HTTPResponse | None:
+    """A refusal, or ``None`` when the request may go on to the protocol layer (``secure``:
+    it came over HTTPS; see :func:`origin_allowed`)."""
     if body_size > config.max_body_size:
         return error_response(413, INVALID_REQUEST, f"Request body too large (limit {config.max_body_size} bytes)")
     host = headers.get("host", "")
     if not host_allowed(host, config.allowed_hosts):
         return error_response(421, INVALID_REQUEST, "Invalid Host header")
     origin = headers.get("origin")
-    if origin and not origin_allowed(origin, host, config.allowed_origins):
+    if origin and not origin_allowed(origin, host, config.allowed_origins, secure):
         return error_response(403, INVALID_REQUEST, "Invalid Origin header")
     return None

@@ -221,7 +221,7 @@ def prepare_blocking(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPRequest
         return request
     if params.get("requestState") is None:
         return replace(request, state_ready=True, defer_persist=True, parsed=decoded)
-    if check_request(endpoint.config, request.headers, len(request.body)) is not None:
+    if check_request(endpoint.config, request.headers, len(request.body), request.secure) is not None:
         return request  # the loop side refuses it
     from mcp_common.modern import admit_modern, check_surface
 

@@ -124,7 +124,9 @@ class _Base(View):
         body = _read(request, endpoint.config.max_body_size)
         if isinstance(body, HTTPResponse):
             return body
-        return HTTPRequest(method=request.method or "GET", headers=_headers(request), body=body, native=request)
+        headers = _headers(request)
+        secure = "origin" in headers and request.is_secure()
+        return HTTPRequest(method=request.method or "GET", headers=headers, body=body, native=request, secure=secure)
 
 
 def _plain(response: HTTPResponse) -> HttpResponse:

@@ -65,6 +65,7 @@ class MCPView(View):
             body=body,
             principal=principal,
             native=request._get_current_object(),  # type: ignore[attr-defined]
+            secure="origin" in headers and request.is_secure,
         )
 
     def translate_response(self, endpoint: MCPEndpoint | None, response: HTTPResponse) -> Response:

@@ -74,6 +74,30 @@ def test_origin_allowed(origin: str, host: str, allowed: tuple[str, ...], ok: bo
     assert origin_allowed(origin, host, allowed) is ok
 
 
+@pytest.mark.parametrize(
+    ("origin", "secure", "ok"),
+    [
+        # A request over HTTPS: a page of the same host served over plain HTTP (which anyone
+        # on the network can alter) is another origin.
+        ("http://api.example.com", True, False),
+        ("https://api.example.com", True, True),
+        # A request the framework sees as plain HTTP (maybe through a TLS-terminating proxy
+        # that does not say so): either scheme of the same host passes.
+        ("http://api.example.com", False, True),
+        ("https://api.example.com", False, True),
+    ],
+)
+def test_a_same_host_origin_over_https_must_be_https(origin: str, secure: bool, ok: bool) -> None:
+    assert origin_allowed(origin, "api.example.com", (), secure) is ok
+    config = MCPConfig(allowed_hosts=("api.example.com",))
+    refusal = check_request(config, {"host": "api.example.com", "origin": origin}, 1, secure)
+    assert (refusal is None) is ok
+    if refusal is not None:
+        assert refusal.status == 403
+    # A listed origin passes whatever the scheme of the request.
+    assert origin_allowed(origin, "api.example.com", (origin,), secure)
+
+
 def test_check_request_statuses() -> None:
     config = MCPConfig(max_body_size=10)
     too_big = check_request(config, {"host": "localhost"}, 11)

@@ -20,6 +20,10 @@ LEGACY_INIT = {
     "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
 }
 HEADERS = {"HTTP_ACCEPT": "application/json, text/event-stream"}
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
 
 
 def check_ids() -> set[str]:
@@ -124,6 +128,46 @@ def test_the_view_refuses_bad_hosts_without_any_middleware(host: str) -> None:
             "/mcp", json.dumps(LEGACY_INIT), content_type="application/json", HTTP_HOST=host, **HEADERS
         )
     assert response.status_code == 421, response.content[:300]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("secure", "origin", "status"),
+    [
+        (True, "http://testserver", 403),  # a plain-HTTP page of this host, the request over HTTPS
+        (True, "https://testserver", 200),
+        (False, "https://testserver", 200),  # HTTPS ended at a proxy that does not tell Django
+        (False, "http://testserver", 200),
+    ],
+)
+def test_a_same_host_origin_must_be_https_when_the_request_is(secure: bool, origin: str, status: int) -> None:
+    client = Client()
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": MODERN_META}}
+    modern = {"HTTP_MCP_PROTOCOL_VERSION": "2026-07-28", "HTTP_MCP_METHOD": "tools/list"}
+    for body, headers in ((LEGACY_INIT, {}), (listing, modern)):
+        response = client.post(
+            "/mcp",
+            json.dumps(body),
+            content_type="application/json",
+            secure=secure,
+            HTTP_ORIGIN=origin,
+            **HEADERS,
+            **headers,
+        )
+        assert response.status_code == status, response.content[:300]
+        if status == 403:
+            assert json.loads(response.content)["error"] == {"code": -32600, "message": "Invalid Origin header"}
+    # Django's own setting says which requests came over HTTPS through a proxy.
+    with override_settings(SECURE_PROXY_SSL_HEADER=("HTTP_X_FORWARDED_PROTO", "https")):
+        response = client.post(
+            "/mcp",
+            json.dumps(LEGACY_INIT),
+            content_type="application/json",
+            HTTP_ORIGIN="http://testserver",
+            HTTP_X_FORWARDED_PROTO="https",
+            **HEADERS,
+        )
+    assert response.status_code == 403, response.content[:300]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -83,14 +83,15 @@ async def borrow(ctx: Context) -> str:
     return str(result)
 
 
-def _initialize(client: Any, url: str = "/mcp", **headers: str) -> Any:
+def _initialize(client: Any, url: str = "/mcp", base_url: str | None = None, **headers: str) -> Any:
     body = {
         "jsonrpc": "2.0",
         "id": 1,
         "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
     }
-    return client.post(url, json=body, headers={"Accept": SSE_AND_JSON, **headers})
+    extra = {} if base_url is None else {"base_url": base_url}
+    return client.post(url, json=body, headers={"Accept": SSE_AND_JSON, **headers}, **extra)
 
 
 # -- registration ------------------------------------------------------------------------------
@@ -306,6 +307,48 @@ def test_the_apps_other_routes_keep_their_own_405(app: Flask) -> None:
     response = app.test_client().open("/other", method="TRACE")
     assert response.status_code == 405 and not response.is_json
     assert set(response.headers["Allow"].split(", ")) == {"POST", "OPTIONS"}
+
+
+@pytest.mark.parametrize(
+    ("base_url", "origin", "status"),
+    [
+        ("https://localhost", "http://localhost", 403),  # a plain-HTTP page of this host
+        ("https://localhost", "https://localhost", 200),
+        ("http://localhost", "https://localhost", 200),  # HTTPS ended at a proxy Flask is not told of
+        ("http://localhost", "http://localhost", 200),
+    ],
+)
+def test_a_same_host_origin_must_be_https_when_the_request_is(
+    app: Flask, base_url: str, origin: str, status: int
+) -> None:
+    client = app.test_client()
+    listing = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/list",
+        "params": {
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }
+        },
+    }
+    init = _initialize(client, base_url=base_url, Origin=origin)
+    modern = client.post(
+        "/mcp",
+        json=listing,
+        base_url=base_url,
+        headers={
+            "Accept": SSE_AND_JSON,
+            "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "tools/list",
+            "Origin": origin,
+        },
+    )
+    for response in (init, modern):
+        assert response.status_code == status, response.data[:300]
+        if status == 403:
+            assert response.json["error"] == {"code": -32600, "message": "Invalid Origin header"}  # type: ignore[index]
 
 
 def test_refusals_are_json(app: Flask) -> None:
