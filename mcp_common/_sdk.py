@@ -83,6 +83,25 @@ def get_tool(server: Any, name: str) -> Any | None:
     return manager.get_tool(name) if manager is not None else None
 
 
+def rebuild_tool(server: Any, name: str) -> None:
+    """Rebuild the ``MCPServer``'s tool ``name`` from its function, whose signature changed
+    since it was registered: its input schema and argument model follow the new one; its
+    title, description, annotations and place among the server's tools stay."""
+    from mcp.server.mcpserver.tools import Tool
+
+    tools = server._tool_manager._tools
+    old = tools[name]
+    tools[name] = Tool.from_function(
+        old.fn,
+        name=old.name,
+        title=old.title,
+        description=old.description,
+        annotations=old.annotations,
+        icons=old.icons,
+        meta=old.meta,
+    )
+
+
 def all_tools(server: Any) -> list[Any]:
     """Every ``Tool`` registered on the ``MCPServer``, whatever the current request may see."""
     manager = getattr(server, "_tool_manager", None)

@@ -90,6 +90,14 @@ class ToolArguments:
                 rest[name] = to_jsonable_python(value)
         return path, rest
 
+    def without(self, names: Iterable[str]) -> ToolArguments:
+        """These arguments less the path arguments ``names`` (which the view gets otherwise)."""
+        dropped = self.path & frozenset(names)
+        if not dropped:
+            return self
+        kept = [p for p in self.signature.parameters.values() if p.name not in dropped]
+        return ToolArguments(self.signature.replace(parameters=kept), self.path - dropped)
+
 
 def tool_arguments(
     path: Mapping[str, inspect.Parameter],
@@ -175,10 +183,22 @@ def tool_function(
         fn = run
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = description
+    _sign(fn, arguments)
+    return fn
+
+
+def retype_tool(server: Any, name: str, fn: Callable[..., Any], arguments: ToolArguments) -> None:
+    """Give the registered tool ``name`` (its :func:`tool_function` ``fn``) the arguments
+    ``arguments``: its input schema and argument model follow."""
+    _sign(fn, arguments)
+    _sdk.rebuild_tool(server, name)
+
+
+def _sign(fn: Callable[..., Any], arguments: ToolArguments) -> None:
+    # The SDK reads the tool's input schema off the function's signature.
     fn.__signature__ = arguments.signature  # type: ignore[attr-defined]
     fn.__annotations__ = {p.name: p.annotation for p in arguments.signature.parameters.values()}
     fn.__annotations__["return"] = CallToolResult
-    return fn
 
 
 def share_permission(view: Any, tool_fn: Callable[..., Any]) -> None:

@@ -56,6 +56,28 @@ def test_tool_registry_and_default_handler() -> None:
     assert issubclass(unexpected, tool_error) and issubclass(unexpected_resource, resource_error)
 
 
+def test_a_tool_is_rebuilt_from_its_functions_new_signature_in_its_place() -> None:
+    import inspect
+
+    server = MCPServer("contract")
+
+    @server.tool(title="Report", description="A report.")
+    def report(pk: int, fmt: str = "html") -> str:
+        return f"{pk} {fmt}"
+
+    @server.tool()
+    def after() -> str:
+        return ""
+
+    signature = inspect.signature(report)
+    report.__signature__ = signature.replace(parameters=[signature.parameters["pk"]])  # type: ignore[attr-defined]
+    _sdk.rebuild_tool(server, "report")
+    tools = _sdk.registered_tools(server)
+    assert [tool.name for tool in tools] == ["report", "after"]
+    assert set(tools[0].parameters["properties"]) == {"pk"}
+    assert (tools[0].title, tools[0].description, tools[0].fn) == ("Report", "A report.", report)
+
+
 def test_request_identity_matches_the_boundary() -> None:
     target, digest = _sdk.request_identity("tools/call", {"name": "t", "arguments": {"b": 1, "a": 2}})
     same = _sdk.request_identity("tools/call", {"name": "t", "arguments": {"a": 2, "b": 1}})
