@@ -59,6 +59,14 @@ _NOTHING_TO_DO = contextlib.nullcontext()
 class DjangoEndpoint(MCPEndpoint):
     """An ``MCPEndpoint`` whose tools run with the serving Django request's state."""
 
+    def __init__(self, server: Any, *args: Any, **kwargs: Any) -> None:
+        super().__init__(server, *args, **kwargs)
+        # Built as it first serves a request: the URLconf is loaded, which the view tools'
+        # arguments depend on (a URL's extra options are none of the caller's).
+        from mcp_django.expose import settle_view_tools
+
+        settle_view_tools(server)
+
     def tool_context(self) -> contextlib.AbstractContextManager[Any]:
         request = serving_request()
         if request is None or request.__dict__.get("_mcp_thread") is threading.current_thread():

@@ -10,9 +10,10 @@
                            search=["name"])              # list_products(...) and get_product(id)
 
 A view tool calls the view with a request of its own: the caller's ``request.user`` (and
-``request.auth``, ``request.session``), the MCP request's headers, the tool's path arguments as
-the view's keyword arguments and its other arguments as the query string (GET, HEAD, DELETE) or
-a JSON body (POST, PUT, PATCH). The view's own decorators (``login_required``,
+``request.auth``, ``request.session``), the MCP request's headers, the tool's path arguments
+built into the view's URL and passed as Django's resolver passes them (keyword arguments, or
+positional ones for unnamed groups, with the URL's extra options), and its other arguments as
+the query string (GET, HEAD, DELETE) or a JSON body (POST, PUT, PATCH). The view's own decorators (``login_required``,
 ``permission_required``, ``require_POST``) apply; the project's middleware does not run again
 (the MCP request went through it) and CSRF is not enforced (the MCP endpoint checks ``Origin``
 and takes only JSON, which a cross-site form cannot send). What the view answers becomes the
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import inspect
 import io
 import json
 import logging
@@ -87,6 +89,7 @@ from mcp_common.expose import (
     path_parameters,
     query_pairs,
     register_tool,
+    retype_tool,
     share_permission,
     tool_function,
     view_result,
@@ -117,9 +120,9 @@ def view_tool(
     """Register ``view`` as a tool of ``server``; as a decorator without ``view``.
 
     ``name`` defaults to the function's name (``as_view()`` views: the class's, in snake case),
-    ``description`` to its docstring. The tool's arguments are the view's own keyword parameters
-    after ``request`` (its URL's arguments, typed by their annotations) or ``path_arguments``
-    (names to types, for class-based views), and ``arguments`` (names to a type or a
+    ``description`` to its docstring. The tool's arguments are the view's own parameters after
+    ``request`` (its URL's arguments, typed by their annotations; less those its URL's extra
+    options fill) or ``path_arguments`` (names to types, for class-based views), and ``arguments`` (names to a type or a
     ``(type, default)`` pair, or a Pydantic model), sent as the query string or a JSON body
     depending on ``method``. The view is returned unchanged.
     """
@@ -159,6 +162,7 @@ def _register_view(
         lambda: path_parameters(view) if view_class is None else {},
         ImproperlyConfigured,
     )
+    shape = _shape(view, view_class, path_arguments)
 
     def respond(response: HttpResponseBase) -> CallToolResult:
         # Resolved per call: at registration the URLconf may still be importing this module.
@@ -168,8 +172,8 @@ def _register_view(
 
         async def call_async(values: dict[str, Any]) -> CallToolResult:
             try:
-                request, kwargs = _request_for(view, spec, method, values, tool_name, url_name)
-                return respond(await view(request, **kwargs))
+                request, args, kwargs = _request_for(view, shape, spec, method, values, tool_name, url_name)
+                return respond(await view(request, *args, **kwargs))
             except Exception as exc:
                 return _refusal(exc, tool_name)
 
@@ -178,8 +182,8 @@ def _register_view(
 
         def call(values: dict[str, Any]) -> CallToolResult:
             try:
-                request, kwargs = _request_for(view, spec, method, values, tool_name, url_name)
-                return respond(view(request, **kwargs))
+                request, args, kwargs = _request_for(view, shape, spec, method, values, tool_name, url_name)
+                return respond(view(request, *args, **kwargs))
             except Exception as exc:
                 return _refusal(exc, tool_name)
 
@@ -187,18 +191,72 @@ def _register_view(
     # ``@mcp_django.permission_required`` on the view, above or below this decorator, hides the tool.
     share_permission(view, fn)
     register_tool(server, fn, tool_name, doc, title)
+    _VIEW_TOOLS.setdefault(server, []).append(_ViewTool(tool_name, fn, view, url_name, spec))
     return fn
+
+
+class _Shape(NamedTuple):
+    """How the view takes its path arguments."""
+
+    order: tuple[str, ...]
+    """Their names in the order of the view's parameters: how unnamed groups fill them."""
+    keyword_only: frozenset[str]
+    """Those it takes by keyword only (no unnamed group can fill them)."""
+
+
+def _shape(view: Callable[..., Any], view_class: type | None, path_arguments: Mapping[str, Any] | None) -> _Shape:
+    if path_arguments is not None:
+        return _Shape(tuple(path_arguments), frozenset())
+    if view_class is not None:
+        return _Shape((), frozenset())
+    params = path_parameters(view)
+    keyword_only = frozenset(n for n, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY)
+    return _Shape(tuple(params), keyword_only)
+
+
+class _ViewTool(NamedTuple):
+    name: str
+    fn: Callable[..., Any]
+    view: Callable[..., Any]
+    url_name: str | None
+    spec: ToolArguments
+
+
+_VIEW_TOOLS: weakref.WeakKeyDictionary[Any, list[_ViewTool]] = weakref.WeakKeyDictionary()
+"""Per server, its view tools, as registered (their full arguments)."""
+
+
+def settle_view_tools(server: Any) -> None:
+    """Leave out of ``server``'s view tools the path arguments that their URLs' extra options
+    fill (``path("report/<int:pk>/", report, {"fmt": "csv"})``: Django passes ``fmt="csv"``,
+    whatever a caller would say). Needs the URLconf, which may still be importing the views at
+    registration: the endpoint calls this when it is built, as it first serves a request."""
+    tools = _VIEW_TOOLS.get(server)
+    if not tools:
+        return
+    try:
+        resolver = get_resolver(get_urlconf())
+        for tool in tools:
+            found = _routes(resolver, tool.view, tool.url_name)
+            spec = tool.spec.without(found.options if found is not None else ())
+            if spec.signature != getattr(tool.fn, "__signature__", None):
+                retype_tool(server, tool.name, tool.fn, spec)
+    except Exception:
+        # A URLconf that fails to load fails the project's own requests: it is not this
+        # endpoint's to fail too (the tools keep their arguments; a call still builds its URL).
+        logger.exception("The URLs of %s's view tools could not be read", getattr(server, "name", server))
 
 
 def _request_for(
     view: Callable[..., Any],
+    shape: _Shape,
     spec: ToolArguments,
     method: str,
     values: dict[str, Any],
     tool_name: str,
     url_name: str | None,
-) -> tuple[HttpRequest, dict[str, Any]]:
-    """The view's request and keyword arguments for one call, as the caller."""
+) -> tuple[HttpRequest, tuple[Any, ...], dict[str, Any]]:
+    """The view's request and its positional and keyword arguments for one call, as the caller."""
     path_args, rest = spec.split(values)
     outer = serving_request()
     body = json.dumps(rest, cls=DjangoJSONEncoder).encode() if method in BODY_METHODS else b""
@@ -212,7 +270,7 @@ def _request_for(
         )
     environ.pop("HTTP_CONTENT_LENGTH", None)
     environ.pop("HTTP_CONTENT_TYPE", None)
-    path = _view_path(view, tool_name, url_name, path_args, outer)
+    path, args, kwargs = _view_call(view, shape, tool_name, url_name, path_args, outer)
     environ.update(
         {
             "REQUEST_METHOD": method,
@@ -234,70 +292,109 @@ def _request_for(
             if attribute in outer.__dict__ or hasattr(type(outer), attribute):
                 setattr(request, attribute, getattr(outer, attribute))
     request._dont_enforce_csrf_checks = True  # type: ignore[attr-defined]
-    return request, path_args
+    return request, args, kwargs
 
 
 class UnroutableView(ImproperlyConfigured):
     """The view's URL cannot be built: the tool's error says what to change."""
 
 
+class _Route(NamedTuple):
+    """One URL pattern routing the view (or named by ``url_name``), with the includes around it."""
+
+    named: frozenset[str]
+    """The names of its groups (its includes' too): Django passes them as keyword arguments."""
+    unnamed: int
+    """How many groups without a name it has: passed positionally when none has a name."""
+    options: frozenset[str]
+    """What its extra options fill (``path(..., {"fmt": "csv"})``, an ``include()``'s too)."""
+
+
 class _Routes(NamedTuple):
     targets: tuple[Any, ...]
     """What ``reverse()`` takes for each URL pattern routing the view: its callback outside any
     namespace (a name there may be another app's too: ``reverse`` by it finds only one), its
-    full name (``"namespace:name"``) inside one."""
+    full name (``"namespace:name"``) inside one; with ``url_name``, that name."""
+    routes: tuple[_Route, ...]
     unnamed: tuple[str, ...]
     """Namespaces holding an unnamed pattern of the view (Django cannot reverse those)."""
+
+    @property
+    def options(self) -> frozenset[str]:
+        """What the extra options of every route fill: no caller chooses it."""
+        if not self.routes:
+            return frozenset()
+        return frozenset.intersection(*(route.options for route in self.routes))
 
 
 _ROUTES: weakref.WeakKeyDictionary[Any, dict[Any, _Routes | None]] = weakref.WeakKeyDictionary()
 """Per URL resolver (Django makes a new one when the URLconf changes), the view's routes."""
 
 
-def _view_path(
-    view: Callable[..., Any], tool_name: str, url_name: str | None, path_args: dict[str, Any], outer: Any
-) -> str:
-    """The view's path for these path arguments (decoded, as ``request.path_info``): its URL,
-    built and routed back to it."""
+def _view_call(
+    view: Callable[..., Any],
+    shape: _Shape,
+    tool_name: str,
+    url_name: str | None,
+    path_args: dict[str, Any],
+    outer: Any,
+) -> tuple[str, tuple[Any, ...], dict[str, Any]]:
+    """The view's path for these path arguments (decoded, as ``request.path_info``) and what
+    Django would call it with there: its URL, built and routed back to it."""
     resolver = get_resolver(get_urlconf())
-    if url_name is not None:
-        routes = _Routes((url_name,), ())
-    else:
-        found = _routes(resolver, view)
-        if found is None:
-            # Routed nowhere (a view written for its tool): no converter to honour.
-            return outer.path_info if outer is not None else "/"
-        routes = found
+    routes = _routes(resolver, view, url_name)
+    if routes is None:
+        # Routed nowhere (a view written for its tool): no converter to honour.
+        return (outer.path_info if outer is not None else "/"), (), path_args
     # An optional argument left unset is no part of the URL (``archive/`` beside
     # ``archive/<int:year>``): the view's own default applies.
     in_url = {name: value for name, value in path_args.items() if value is not None}
+    positional = _positional(shape, path_args)
+    attempts: list[tuple[list[Any], dict[str, Any]]] = [([], in_url)]
+    if positional:
+        # Groups without a name (``re_path(r"^archive/(\d{4})/$", view)``) are filled in the
+        # order of the view's parameters, as Django passes them.
+        attempts.append(([path_args[name] for name in positional], {}))
     prefix = get_script_prefix()
     for target in routes.targets:
-        try:
-            # ``reverse`` puts the script prefix (SCRIPT_NAME, a sub-path deployment) in front;
-            # PATH_INFO is the part after it, as the server would have split it. Decoded, as the
-            # server decodes it: ``reverse`` percent-encodes ("crème" as "cr%C3%A8me"), and a
-            # pattern (``[-\w]+``) that admits the one refuses the other.
-            path = unquote(reverse(target, kwargs=in_url))
-        except NoReverseMatch:
-            continue
-        if path.startswith(prefix):
-            path = "/" + path[len(prefix) :]
-        try:
-            match = resolver.resolve(path)
-        except Resolver404:
-            continue
-        # The URL captures the path arguments; those that are not captured are its extra
-        # options (``path(..., {"edition": "print"})``), which ``reverse`` checked equal.
-        if _serves(match.func, view) and set(match.captured_kwargs) == set(in_url) - set(match.extra_kwargs):
-            return path
-        if url_name is not None:
+        for args, kwargs in attempts:
+            try:
+                # ``reverse`` puts the script prefix (SCRIPT_NAME, a sub-path deployment) in
+                # front; PATH_INFO is the part after it, as the server would have split it.
+                # Decoded, as the server decodes it: ``reverse`` percent-encodes ("crème" as
+                # "cr%C3%A8me"), and a pattern (``[-\w]+``) that admits the one refuses the other.
+                path = unquote(reverse(target, args=args, kwargs=kwargs))
+            except NoReverseMatch:
+                continue
+            if path.startswith(prefix):
+                path = "/" + path[len(prefix) :]
+            try:
+                match = resolver.resolve(path)
+            except Resolver404:
+                continue
+            if not _serves(match.func, view):
+                if url_name is not None:
+                    raise UnroutableView(
+                        f"The URL named {url_name!r} routes to another view than {tool_name}'s: "
+                        "fix the url_name of its view_tool()."
+                    )
+                continue
+            if args:
+                _check_positional(match, positional[: len(args)], shape, tool_name)
+            # The match's arguments, as Django's handler passes them: the converters' values,
+            # and the URL's extra options, which override a captured value of the same name.
+            if not match.args and set(in_url) - set(match.kwargs):
+                continue
+            return path, tuple(match.args), dict(match.kwargs)
+    if url_name is not None:
+        if not routes.routes:
+            raise UnroutableView(f"No URL is named {url_name!r}: fix the url_name of {tool_name}'s view_tool().")
+        if not any(_fits(route, in_url, positional) for route in routes.routes):
             raise UnroutableView(
-                f"The URL named {url_name!r} routes to another view than {tool_name}'s: "
-                "fix the url_name of its view_tool()."
+                f"The URL named {url_name!r} takes {_takes(routes.routes)}, and the call gave "
+                f"{', '.join(sorted(in_url)) or 'none'}: call {tool_name} with what its URL takes, "
+                "or fix the url_name of its view_tool()."
             )
-    if url_name is not None and url_name not in _names(resolver):
-        raise UnroutableView(f"No URL is named {url_name!r}: fix the url_name of {tool_name}'s view_tool().")
     if not routes.targets:
         raise UnroutableView(
             f"The view of {tool_name} is routed without a name inside the namespace "
@@ -309,16 +406,72 @@ def _view_path(
     raise Http404
 
 
-def _routes(resolver: Any, view: Callable[..., Any]) -> _Routes | None:
-    """How to reverse the URL patterns routing ``view``; ``None``: it is routed nowhere."""
+def _positional(shape: _Shape, path_args: dict[str, Any]) -> list[str]:
+    """The path arguments that unnamed groups would fill, in order: up to the last one set
+    (``[]`` when one before it is unset: no group can be skipped)."""
+    names = [name for name in shape.order if name in path_args]
+    while names and path_args[names[-1]] is None:
+        names.pop()
+    return [] if any(path_args[name] is None for name in names) else names
+
+
+def _check_positional(match: Any, names: list[str], shape: _Shape, tool_name: str) -> None:
+    """Whether Django could call the view with what the unnamed groups of its URL captured."""
+    if len(match.args) != len(names):
+        # A group with a name beside them: Django passes only the named ones.
+        dropped = [name for name in names if name not in match.kwargs] or names
+        raise UnroutableView(
+            f"The URL of {tool_name} ({match.route}) mixes named and unnamed groups, and Django "
+            f"passes only the named ones to the view, not {', '.join(dropped)}: name every group, "
+            f"as (?P<{dropped[0]}>...)."
+        )
+    keyword_only = [name for name in names if name in shape.keyword_only]
+    if keyword_only:
+        raise UnroutableView(
+            f"The URL of {tool_name} ({match.route}) passes {keyword_only[0]} positionally (an "
+            f"unnamed group), but the view takes it by keyword only: name the group "
+            f"(?P<{keyword_only[0]}>...)."
+        )
+
+
+def _fits(route: _Route, in_url: dict[str, Any], positional: list[str]) -> bool:
+    """Whether a call's path arguments are the ones ``route`` takes (a value it refuses aside)."""
+    if route.named:
+        return set(in_url) - route.options == route.named
+    if route.unnamed:
+        return len(positional) == route.unnamed and set(in_url) <= set(positional)
+    return not set(in_url) - route.options
+
+
+def _takes(routes: Sequence[_Route]) -> str:
+    def one(route: _Route) -> str:
+        if route.named:
+            return ", ".join(sorted(route.named))
+        if route.unnamed:
+            return f"{route.unnamed} unnamed group{'s' if route.unnamed > 1 else ''}"
+        return "no arguments"
+
+    return " or ".join(dict.fromkeys(one(route) for route in routes))
+
+
+def _routes(resolver: Any, view: Callable[..., Any], url_name: str | None = None) -> _Routes | None:
+    """How to reverse the URL patterns routing ``view`` (with ``url_name``: that name);
+    ``None``: it is routed nowhere."""
     known = _ROUTES.setdefault(resolver, {})
-    if view in known:
-        return known[view]
-    targets: list[Any] = []
+    key = (view, url_name)
+    if key in known:
+        return known[key]
+    targets: list[Any] = [url_name] if url_name is not None else []
+    routes: list[_Route] = []
     unnamed: list[str] = []
-    for pattern, namespaces in _patterns(resolver.url_patterns, ()):
+    for pattern, namespaces, chain in _patterns(resolver.url_patterns, (), ()):
+        if url_name is not None:
+            if pattern.name and ":".join((*namespaces, pattern.name)) == url_name:
+                routes.append(_route(pattern, chain))
+            continue
         if not _serves(pattern.callback, view):
             continue
+        routes.append(_route(pattern, chain))
         if not namespaces:
             if pattern.callback not in targets:
                 targets.append(pattern.callback)
@@ -326,26 +479,33 @@ def _routes(resolver: Any, view: Callable[..., Any]) -> _Routes | None:
             targets.append(":".join((*namespaces, pattern.name)))
         else:
             unnamed.append(":".join(namespaces))
-    found = _Routes(tuple(targets), tuple(unnamed)) if targets or unnamed else None
-    known[view] = found
+    found = _Routes(tuple(targets), tuple(routes), tuple(unnamed)) if targets or unnamed else None
+    known[key] = found
     return found
 
 
-def _names(resolver: Any) -> set[str]:
-    return {
-        ":".join((*namespaces, pattern.name))
-        for pattern, namespaces in _patterns(resolver.url_patterns, ())
-        if pattern.name
-    }
+def _route(pattern: URLPattern, chain: tuple[URLResolver, ...]) -> _Route:
+    named: set[str] = set()
+    unnamed = 0
+    options: set[str] = set(pattern.default_args)
+    for part in (*chain, pattern):
+        regex = part.pattern.regex
+        named.update(regex.groupindex)
+        unnamed += regex.groups - len(regex.groupindex)
+    for include in chain:
+        options.update(include.default_kwargs)
+    return _Route(frozenset(named), unnamed, frozenset(options))
 
 
-def _patterns(patterns: Sequence[Any], namespaces: tuple[str, ...]) -> Iterator[tuple[URLPattern, tuple[str, ...]]]:
+def _patterns(
+    patterns: Sequence[Any], namespaces: tuple[str, ...], chain: tuple[URLResolver, ...]
+) -> Iterator[tuple[URLPattern, tuple[str, ...], tuple[URLResolver, ...]]]:
     for pattern in patterns:
         if isinstance(pattern, URLResolver):
             inner = (*namespaces, pattern.namespace) if pattern.namespace else namespaces
-            yield from _patterns(pattern.url_patterns, inner)
+            yield from _patterns(pattern.url_patterns, inner, (*chain, pattern))
         elif isinstance(pattern, URLPattern):
-            yield pattern, namespaces
+            yield pattern, namespaces, chain
 
 
 def _serves(callback: Any, view: Callable[..., Any]) -> bool:

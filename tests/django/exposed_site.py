@@ -160,7 +160,61 @@ def tag(request: HttpRequest, slug: str) -> HttpResponse:
 @view_tool(mcp)
 def printed_edition(request: HttpRequest, slug: str, **options: Any) -> HttpResponse:
     """Routed with an extra option (``{"edition": "print"}``), which is no tool argument."""
-    return HttpResponse(f"printed {slug} at {request.path}", content_type="text/plain")
+    return HttpResponse(f"printed {slug} ({options}) at {request.path}", content_type="text/plain")
+
+
+@view_tool(mcp)
+def report(request: HttpRequest, pk: int, fmt: str = "html") -> HttpResponse:
+    """Routed with ``{"fmt": "csv"}``: Django passes the option as ``fmt``, whatever a caller says."""
+    return HttpResponse(f"report {pk!r} as {fmt} at {request.path}", content_type="text/plain")
+
+
+@view_tool(mcp)
+def yearbook(request: HttpRequest, year: str) -> HttpResponse:
+    """Routed by a ``re_path`` with an unnamed group: Django passes the year positionally."""
+    return HttpResponse(f"yearbook {year} at {request.path}", content_type="text/plain")
+
+
+@view_tool(mcp)
+def month_page(request: HttpRequest, year: str, month: str) -> HttpResponse:
+    """Two unnamed groups, filled in the order of the view's parameters."""
+    return HttpResponse(f"month {month} of {year} at {request.path}", content_type="text/plain")
+
+
+@view_tool(mcp)
+def keyword_year(request: HttpRequest, *, year: str) -> HttpResponse:
+    """Takes its year by keyword only, but its URL's group has no name: Django could not call it."""
+    return HttpResponse(f"keyword year {year}", content_type="text/plain")
+
+
+@view_tool(mcp)
+def mixed_groups(request: HttpRequest, year: str, slug: str) -> HttpResponse:
+    """Its URL mixes a named and an unnamed group: Django passes only the named one."""
+    return HttpResponse(f"mixed {year} {slug}", content_type="text/plain")
+
+
+@view_tool(mcp, url_name="catalog:shelf-page")
+def shelf_page(request: HttpRequest, slug: str, page: int | None = None) -> HttpResponse:
+    """Its ``url_name`` names a URL that takes both the slug and the page."""
+    return HttpResponse(f"shelf page {page} of {slug}", content_type="text/plain")
+
+
+@view_tool(mcp, url_name="branch-item")
+def branch_item(request: HttpRequest, branch: str, slug: str) -> HttpResponse:
+    """Routed inside an ``include()`` whose prefix captures the branch, by ``url_name``."""
+    return HttpResponse(f"item {slug} of {branch} at {request.path}", content_type="text/plain")
+
+
+@view_tool(mcp)
+def branch_stock(request: HttpRequest, branch: str, slug: str) -> HttpResponse:
+    """The same, found by the view."""
+    return HttpResponse(f"stock {slug} of {branch} at {request.path}", content_type="text/plain")
+
+
+@view_tool(mcp, url_name="catalog:aisle-map")
+def aisle_map(request: HttpRequest, slug: str, zoom: int | None = None) -> HttpResponse:
+    """Its ``url_name`` names a URL that takes the slug only, not the zoom."""
+    return HttpResponse(f"aisle map {slug} at zoom {zoom}", content_type="text/plain")
 
 
 @view_tool(mcp)
@@ -315,6 +369,8 @@ catalog = (
         path("items/<slug:slug>", catalog_item, name="item"),
         path("aisles/<slug:slug>", aisle, name="aisle"),
         path("unnamed/<slug:slug>", catalog_unnamed),
+        path("shelf-pages/<slug:slug>/<int:page>", shelf_page, name="shelf-page"),
+        path("aisle-maps/<slug:slug>", aisle_map, name="aisle-map"),
     ],
     "catalog",
 )
@@ -328,6 +384,20 @@ urlpatterns = [
     path("files/<slug:slug>", shop_file),
     re_path(r"^tags/(?P<slug>[-\w]+)$", tag),
     path("printed/<slug:slug>", printed_edition, {"edition": "print"}),
+    path("reports/<int:pk>/", report, {"fmt": "csv"}),
+    re_path(r"^yearbooks/(\d{4})$", yearbook),
+    re_path(r"^months/(\d{4})/(\d{2})$", month_page),
+    re_path(r"^keyword-years/(\d{4})$", keyword_year),
+    re_path(r"^mixed/(\d{4})/(?P<slug>[-\w]+)$", mixed_groups),
+    path(
+        "branches/<slug:branch>/",
+        include(
+            [
+                path("items/<slug:slug>", branch_item, name="branch-item"),
+                path("stock/<slug:slug>", branch_stock),
+            ]
+        ),
+    ),
     path("archive/", archive),
     path("archive/<int:year>", archive),
     path("labels/<slug:slug>", shelf_label),

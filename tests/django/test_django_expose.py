@@ -202,9 +202,24 @@ def test_a_view_routed_with_extra_options_is_reached(path: str, shop: dict[str, 
     option besides the captured slug; the tool, whose only path argument is the slug, still
     reaches the view at that URL."""
     caller = Caller(path, "modern", shop["bob"])
-    assert text(caller.call("printed_edition", slug="price-list")) == "printed price-list at /printed/price-list"
+    printed = text(caller.call("printed_edition", slug="price-list"))
+    assert printed == "printed price-list ({'edition': 'print'}) at /printed/price-list"
     refused = caller.call("printed_edition", slug="a/b")
     assert refused["isError"] is True and text(refused) == "404 Not Found", refused
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_urls_extra_options_reach_the_view_as_django_passes_them_and_are_no_tool_arguments(
+    path: str, shop: dict[str, User]
+) -> None:
+    """``path("reports/<int:pk>/", report, {"fmt": "csv"})`` with ``report(request, pk, fmt="html")``:
+    Django calls ``report(request, pk=3, fmt="csv")``. The tool does the same, and ``fmt`` is not
+    an argument a caller can set: the URL decides it."""
+    caller = Caller(path, "modern", shop["bob"])
+    schema = caller.tools()["report"]["inputSchema"]
+    assert set(schema["properties"]) == {"pk"} and schema.get("required") == ["pk"], schema
+    assert text(caller.call("report", pk=3)) == "report 3 as csv at /reports/3/"
+    assert text(caller.call("report", pk=3, fmt="pdf")) == "report 3 as csv at /reports/3/"
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -228,6 +243,33 @@ def test_a_view_routed_with_and_without_an_optional_argument_is_reached_both_way
     assert text(caller.call("archive", year=2024)) == "archive 2024 at /archive/2024"
     refused = caller.call("archive", year=-1)  # <int:...> admits digits only
     assert refused["isError"] is True and text(refused) == "404 Not Found", refused
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_view_routed_by_unnamed_groups_gets_its_arguments_positionally(path: str, shop: dict[str, User]) -> None:
+    """``re_path(r"^yearbooks/(\\d{4})$", yearbook)``: Django calls ``yearbook(request, "2024")``.
+    The tool maps the view's parameters to the groups in their order, and a value the pattern
+    refuses still does not reach the view."""
+    caller = Caller(path, "modern", shop["bob"])
+    assert text(caller.call("yearbook", year="2024")) == "yearbook 2024 at /yearbooks/2024"
+    assert text(caller.call("month_page", year="2024", month="05")) == "month 05 of 2024 at /months/2024/05"
+    for bad in ("24", "../2024", "2024/05"):
+        refused = caller.call("yearbook", year=bad)
+        assert refused["isError"] is True and text(refused) == "404 Not Found", (bad, refused)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_view_its_unnamed_groups_cannot_call_is_a_clear_error(path: str, shop: dict[str, User]) -> None:
+    """A keyword-only parameter routed by an unnamed group, or a pattern mixing named and
+    unnamed groups (Django passes only the named ones): Django itself could not call the view,
+    so the tool says what to change instead of answering 404."""
+    caller = Caller(path, "modern", shop["bob"])
+    keyword = caller.call("keyword_year", year="2024")
+    assert keyword["isError"] is True, keyword
+    assert "keyword_year" in text(keyword) and "(?P<year>" in text(keyword), keyword
+    mixed = caller.call("mixed_groups", year="2024", slug="launch")
+    assert mixed["isError"] is True, mixed
+    assert "mixed_groups" in text(mixed) and "(?P<year>" in text(mixed) and "unnamed" in text(mixed), mixed
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -255,6 +297,39 @@ def test_a_view_whose_url_cannot_be_built_is_not_run(path: str, shop: dict[str, 
     mistyped = caller.call("mistyped", slug="price-list")
     assert mistyped["isError"] is True, mistyped
     assert text(mistyped).startswith("No URL is named 'catalog:isle'"), mistyped
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_arguments_the_named_url_does_not_take_are_named_as_the_error(path: str, shop: dict[str, User]) -> None:
+    """``url_name`` names the view's own URL, but the call leaves out an argument it captures,
+    or gives one it does not: the error says so (not that the URL routes to another view)."""
+    caller = Caller(path, "modern", shop["bob"])
+    assert text(caller.call("shelf_page", slug="top", page=2)) == "shelf page 2 of top"
+    missing = caller.call("shelf_page", slug="top")
+    assert missing["isError"] is True, missing
+    assert "another view" not in text(missing) and "catalog:shelf-page" in text(missing), missing
+    assert "page" in text(missing).split("catalog:shelf-page")[1], missing
+    assert text(caller.call("aisle_map", slug="top")) == "aisle map top at zoom None"
+    extra = caller.call("aisle_map", slug="top", zoom=3)
+    assert extra["isError"] is True, extra
+    assert "another view" not in text(extra) and "zoom" in text(extra), extra
+    refused = caller.call("shelf_page", slug="a/b", page=2)  # a value, not the arguments: 404
+    assert refused["isError"] is True and text(refused) == "404 Not Found", refused
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_view_inside_an_include_whose_prefix_captures_is_reached(path: str, shop: dict[str, User]) -> None:
+    """``path("branches/<slug:branch>/", include([...]))``: the branch is the view's argument
+    too (Django's match counts only the innermost pattern's as captured, the include's besides);
+    by ``url_name`` it was said to route "to another view", found by the view it answered 404."""
+    caller = Caller(path, "modern", shop["bob"])
+    item = caller.call("branch_item", branch="north", slug="top")
+    assert text(item) == "item top of north at /branches/north/items/top", item
+    stock = caller.call("branch_stock", branch="north", slug="top")
+    assert text(stock) == "stock top of north at /branches/north/stock/top", stock
+    for tool in ("branch_item", "branch_stock"):
+        refused = caller.call(tool, branch="a/b", slug="top")
+        assert refused["isError"] is True and text(refused) == "404 Not Found", (tool, refused)
 
 
 # -- models ------------------------------------------------------------------------------------
