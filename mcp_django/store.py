@@ -29,6 +29,7 @@ from mcp_common.store import (
     SQLiteWriteLock,
     column_values,
     serial_writes,
+    stream_lock_key,
 )
 from mcp_django.models import (
     MCPElicitation,
@@ -136,7 +137,17 @@ class DjangoStore:
     @_retry
     @_serial_on_sqlite
     def append_event(self, session_id: str, stream_key: str, message: str, final: bool = False) -> int:
-        return MCPEvent.objects.create(session_id=session_id, stream_key=stream_key, message=message, final=final).id
+        connection = connections[_alias()]
+        if connection.vendor != "postgresql":
+            row = MCPEvent.objects.create(session_id=session_id, stream_key=stream_key, message=message, final=final)
+            return row.id
+        # Appends to one stream take turns, so its ids commit in order (see stream_lock_key).
+        with _writing(connection, one_statement=True) as cursor:
+            cursor.execute(
+                _append_event_sql(connection.ops),
+                [session_id, stream_key, message, final, timezone.now(), stream_lock_key(session_id, stream_key)],
+            )
+            return int(cursor.fetchone()[0])
 
     @_retry
     def events_after(self, session_id: str, stream_key: str, after: int) -> list[EventRecord]:
@@ -585,6 +596,23 @@ def _insert_sql(vendor: str, ops: Any, table: str, columns: tuple[str, ...], row
         names = ", ".join(ops.quote_name(name) for name in columns)
         marks = ", ".join([f"({', '.join(['%s'] * len(columns))})"] * rows)
         sql = _INSERT_SQL[key] = f"INSERT INTO {ops.quote_name(table)} ({names}) VALUES {marks}"
+    return sql
+
+
+_APPEND_EVENT_SQL: dict[str, str] = {}
+
+
+def _append_event_sql(ops: Any) -> str:
+    """PostgreSQL: the INSERT of an event that takes the stream's lock before its row (and its
+    id) is made: the lock's subquery runs below the row's ``nextval``. Written once."""
+    table = MCPEvent._meta.db_table
+    sql = _APPEND_EVENT_SQL.get(table)
+    if sql is None:
+        names = ", ".join(map(ops.quote_name, ("session_id", "stream_key", "message", "final", "created")))
+        sql = _APPEND_EVENT_SQL[table] = (
+            f"INSERT INTO {ops.quote_name(table)} ({names}) SELECT %s, %s, %s, %s, %s "
+            f"FROM (SELECT pg_advisory_xact_lock(%s::bigint)) AS turn RETURNING {ops.quote_name('id')}"
+        )
     return sql
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import fields
 from typing import Any, ParamSpec, TypeVar
 
-from sqlalchemy import Engine, String, bindparam, create_engine, delete, event, func, insert, select, update
+from sqlalchemy import BigInteger, Engine, String, bindparam, create_engine, delete, event, func, insert, select, update
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -35,6 +35,7 @@ from mcp_common.store import (
     SQLiteWriteLock,
     column_values,
     serial_writes,
+    stream_lock_key,
 )
 from mcp_flask.models import (
     MCPElicitation,
@@ -209,6 +210,8 @@ class _DriverStatements:
         self.read_session = _DriverStatement(_READ_SESSION, dialect)
         self.one_statement = dialect.name == "postgresql"
         """Writes of several rows go out as one statement (a data-modifying ``WITH``)."""
+        self.append_event = _DriverStatement(_APPEND_EVENT_IN_TURN, dialect) if self.one_statement else None
+        """PostgreSQL: an event's INSERT that takes its stream's turn first."""
         self._inserts: dict[tuple[Any, tuple[str, ...]], _DriverStatement] = {}
         self._saves: dict[int, _DriverStatement] = {}
         self._redemptions: dict[int, _DriverStatement] = {}
@@ -283,6 +286,20 @@ def _typed_bind(model: Any, column: str, prefix: str) -> Any:
     # Typed: the rows after a multi-row VALUES' first would otherwise bind untyped, without the
     # column type's bind processing.
     return bindparam(prefix + column, type_=model.__table__.c[column].type)
+
+
+_EVENT_COLUMNS = ("session_id", "stream_key", "message", "final", "created")
+# PostgreSQL: the stream's lock first, then the row (and its id); see stream_lock_key.
+_APPEND_EVENT_IN_TURN = (
+    insert(MCPEvent)
+    .from_select(
+        _EVENT_COLUMNS,
+        select(*(_typed_bind(MCPEvent, column, "e_") for column in _EVENT_COLUMNS)).select_from(
+            select(func.pg_advisory_xact_lock(bindparam("b_lock", type_=BigInteger))).subquery("turn")
+        ),
+    )
+    .returning(MCPEvent.id)
+)
 
 
 class SQLAlchemyStore:
@@ -428,6 +445,20 @@ class SQLAlchemyStore:
     @_retry
     @_serial_on_sqlite
     def append_event(self, session_id: str, stream_key: str, message: str, final: bool = False) -> int:
+        statement = self._driver.append_event
+        if statement is not None:
+            # PostgreSQL: appends to one stream take turns, so its ids commit in order.
+            params = {
+                "e_session_id": session_id,
+                "e_stream_key": stream_key,
+                "e_message": message,
+                "e_final": final,
+                "e_created": utcnow(),
+                "b_lock": stream_lock_key(session_id, stream_key),
+            }
+            with self._driver_transaction(one_statement=True) as cursor:
+                cursor.execute(statement.sql, statement.params(params))
+                return int(cursor.fetchone()[0])
         with self._session() as s, s.begin():
             row = MCPEvent(session_id=session_id, stream_key=stream_key, message=message, final=final)
             s.add(row)

@@ -52,7 +52,7 @@ log "running the test suite ($("$VENV/bin/python" -c 'import django, sys; print(
 if [ "$#" -eq 0 ]; then
   log "running the Django store tests on PostgreSQL"
   MCP_EXAMPLE_DATABASE_URL=${MCP_TEST_POSTGRES:-postgresql://postgres@127.0.0.1:5432/test} \
-    "$VENV/bin/python" -m pytest tests/django/test_django_elicitation.py \
+    "$VENV/bin/python" -m pytest tests/django/test_django_elicitation.py tests/django/test_django_store.py \
     --deselect tests/django/test_django_elicitation.py::test_a_redemption_reaches_its_question_by_state_not_through_every_pending_row
 fi
 

@@ -219,3 +219,15 @@ def test_in_memory_sqlite_is_one_shared_connection() -> None:
     with ThreadPoolExecutor(1) as pool:
         assert pool.submit(store.get_session, "s1").result() is not None
     engine.dispose()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_a_reader_misses_no_event_committed_late(store: SQLAlchemyStore, postgres_schema: dict[str, Any]) -> None:
+    import psycopg
+
+    from tests.flask.conftest import POSTGRES_URL
+    from tests.store_checks import check_a_reader_misses_no_event_committed_late
+
+    with psycopg.connect(POSTGRES_URL, autocommit=True, **postgres_schema["connect_args"]) as admin:
+        check_a_reader_misses_no_event_committed_late(store, admin, "mcp_event")
