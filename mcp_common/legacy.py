@@ -922,10 +922,17 @@ class LegacyProtocol:
             return False
         detail = WORKER_LOST
         # The status stays what the user did (an answer arriving later is still recorded);
-        # the detail says the call itself ended with an error.
+        # the detail says the call itself ended with an error. Setting it is the claim: of two
+        # workers resuming the stream at once, one appends the final error.
         claimed = await endpoint.db(
             functools.partial(
-                store.update_elicitation, row.id, row.status, time.time(), detail=detail, from_statuses=(row.status,)
+                store.update_elicitation,
+                row.id,
+                row.status,
+                time.time(),
+                detail=detail,
+                from_statuses=(row.status,),
+                without_detail=True,
             )
         )
         if not claimed:

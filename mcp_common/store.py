@@ -364,8 +364,11 @@ class SessionStore(Protocol):
         *,
         detail: str | None = None,
         from_statuses: tuple[str, ...] = ("pending",),
+        without_detail: bool = False,
     ) -> bool:
-        """Move a row to ``status`` if it is in one of ``from_statuses``; whether it moved."""
+        """Move a row to ``status`` if it is in one of ``from_statuses`` (and, with
+        ``without_detail``, has no detail yet: of several workers claiming it, one wins);
+        whether it moved."""
         ...
 
     def complete_elicitations(
@@ -580,10 +583,11 @@ class MemoryStore:
         *,
         detail: str | None = None,
         from_statuses: tuple[str, ...] = ("pending",),
+        without_detail: bool = False,
     ) -> bool:
         with self._lock:
             row = self._elicitations.get(record_id)
-            if row is None or row.status not in from_statuses:
+            if row is None or row.status not in from_statuses or (without_detail and row.detail is not None):
                 return False
             self._elicitations[record_id] = replace(row, status=status, detail=detail or row.detail, updated=now)
             return True

@@ -281,11 +281,15 @@ class DjangoStore:
         *,
         detail: str | None = None,
         from_statuses: tuple[str, ...] = ("pending",),
+        without_detail: bool = False,
     ) -> bool:
         changes: dict[str, Any] = {"status": status, "updated": _ts(now)}
         if detail is not None:
             changes["detail"] = detail
-        return MCPElicitation.objects.filter(id=record_id, status__in=from_statuses).update(**changes) == 1
+        rows = MCPElicitation.objects.filter(id=record_id, status__in=from_statuses)
+        if without_detail:
+            rows = rows.filter(detail__isnull=True)
+        return rows.update(**changes) == 1
 
     @_retry
     def complete_elicitations(

@@ -644,6 +644,7 @@ class SQLAlchemyStore:
         *,
         detail: str | None = None,
         from_statuses: tuple[str, ...] = ("pending",),
+        without_detail: bool = False,
     ) -> bool:
         changes: dict[str, Any] = {"status": status, "updated": _ts(now)}
         if detail is not None:
@@ -653,6 +654,8 @@ class SQLAlchemyStore:
             .where(MCPElicitation.id == record_id, MCPElicitation.status.in_(from_statuses))
             .values(**changes)
         )
+        if without_detail:
+            query = query.where(MCPElicitation.detail.is_(None))
         with self._session() as s, s.begin():
             return bool(s.execute(query, execution_options=_NO_SYNC).rowcount == 1)  # type: ignore[attr-defined]
 

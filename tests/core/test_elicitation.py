@@ -10,6 +10,7 @@ import asyncio
 import json
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any
 
 import pytest
@@ -458,9 +459,9 @@ def test_completing_an_id_never_asked_here_notifies_the_calling_session() -> Non
     assert get_stream_messages(point, session) == [complete]
 
 
-def test_a_call_whose_worker_died_ends_with_a_clear_error_and_keeps_the_answer() -> None:
-    store = MemoryStore()
-    asking, survivor = endpoint(store), endpoint(store, stream_hold_seconds=5)
+def orphaned_call(store: MemoryStore, asking: MCPEndpoint, answering: MCPEndpoint) -> tuple[str, str, str]:
+    """A legacy call (id 77) that asked a question, then lost its worker; the user's answer
+    reached ``answering``. Returns the session, the stream's last event id and the row's id."""
     session = initialize(asking, {"elicitation": {}})
     # The asking worker will "die" once it has asked: from then on it never reads the store
     # again (its poll for answers given to other workers never runs).
@@ -479,23 +480,72 @@ def test_a_call_whose_worker_died_ends_with_a_clear_error_and_keeps_the_answer()
         if question:
             break
     stream.close()
-    assert question["method"] == "elicitation/create"
+    assert question["method"] == "elicitation/create" and last_id is not None
     (row,) = store._elicitations.values()
     # The asking process dies (its tool coroutine is gone): here, the row's owner is a worker
     # on another machine that stopped beating long ago.
     store._elicitations[row.id] = row.__class__(**{**row.__dict__, "owner": "elsewhere:1234:dead"})
     store.beat_worker("elsewhere:1234:dead", time.time() - 3600)
     reply = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept", "content": {"name": "Kept"}}}
-    assert survivor.handle(legacy(session, reply)).status == 202
-    resumed = survivor.handle(
+    assert answering.handle(legacy(session, reply)).status == 202
+    return session, last_id, row.id
+
+
+def resume(point: MCPEndpoint, session: str, last_id: str) -> list[dict[str, Any]]:
+    response = point.handle(
         request("GET", mcp_session_id=session, mcp_protocol_version="2025-11-25", last_event_id=last_id)
     )
-    final = [e["data"] for e in events(survivor, resumed) if e["data"]][-1]
+    return [e["data"] for e in events(point, response) if e["data"]]
+
+
+def test_a_call_whose_worker_died_ends_with_a_clear_error_and_keeps_the_answer() -> None:
+    store = MemoryStore()
+    asking, survivor = endpoint(store), endpoint(store, stream_hold_seconds=5)
+    session, last_id, row_id = orphaned_call(store, asking, survivor)
+    final = resume(survivor, session, last_id)[-1]
     assert final["id"] == 77 and final.get("error", {}).get("code") == -32603, final
     assert "stopped while it waited for the client" in final["error"]["message"]
-    row = store.get_elicitation(row.id)
+    row = store.get_elicitation(row_id)
     assert row.status == "accepted" and json.loads(row.answer) == {"name": "Kept"}
     assert "stopped while it waited" in row.detail
+
+
+class MeetingStore(MemoryStore):
+    """A ``MemoryStore`` whose first two reads of a stream's questions wait for each other."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.meet = threading.Barrier(2, timeout=10)
+        self.meetings = 2
+
+    def stream_elicitations(self, session_id: str, stream_key: str):
+        rows = super().stream_elicitations(session_id, stream_key)
+        with self._lock:
+            self.meetings -= 1
+            meeting = self.meetings >= 0
+        if meeting:
+            self.meet.wait()
+        return rows
+
+
+def test_two_workers_resuming_a_dead_workers_call_end_it_once() -> None:
+    """The client comes back twice at once (two reconnects, two workers): both find the
+    call's worker dead at the same moment, and the call still gets one final error."""
+    store = MeetingStore()
+    asking = endpoint(store)
+    survivors = [endpoint(store, stream_hold_seconds=5) for _ in range(2)]
+    session, last_id, row_id = orphaned_call(store, asking, survivors[0])
+    stream_key = last_id.rpartition(".")[0]
+    with ThreadPoolExecutor(2) as pool:
+        resumed = list(pool.map(lambda point: resume(point, session, last_id), survivors))
+    for messages in resumed:
+        assert [m["id"] for m in messages if "error" in m or "result" in m] == [77]
+    assert "stopped while it waited" in store.get_elicitation(row_id).detail
+    # One final event in the log: a client resuming after the error it got (its Last-Event-ID)
+    # hears no second answer to the call.
+    (final,) = [e for e in store.events_after(session, stream_key, 0) if e.final]
+    late = endpoint(store, stream_hold_seconds=0.3)
+    assert resume(late, session, f"{stream_key}.{final.event_id}") == []
 
 
 def test_session_delete_cancels_the_pending_row() -> None:

@@ -95,6 +95,20 @@ def test_answers_are_found_by_time_and_pending_rows_by_session() -> None:
     assert store.pending_keys(["s1"]) == {("s1", "srv-1")}
 
 
+def test_a_row_without_detail_is_claimed_once() -> None:
+    """Two workers that find the call's worker dead each try to set the row's detail, the
+    status left as it is: the first wins, the second changes nothing."""
+    store = DjangoStore()
+    record = url_row(store, session(store), "dep-claim")
+    now = time.time()
+    claims = [
+        store.update_elicitation(record.id, "pending", now + n, detail=f"claim {n}", without_detail=True)
+        for n in (1, 2)
+    ]
+    assert claims == [True, False]
+    assert (store.get_elicitation(record.id).status, store.get_elicitation(record.id).detail) == ("pending", "claim 1")
+
+
 def test_complete_elicitation_queues_the_notification_once() -> None:
     store = DjangoStore()
     sid = session(store)

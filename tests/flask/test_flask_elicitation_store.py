@@ -440,6 +440,26 @@ def test_update_elicitation_is_guarded(store: SessionStore) -> None:
     assert not store.update_elicitation("unknown", "accepted", now)
 
 
+def test_a_row_without_detail_is_claimed_once(store: SessionStore) -> None:
+    """Workers that find a call's worker dead at once each try to set the row's detail, the
+    status left as it is: one of them wins (and appends the call's final error)."""
+    now = time.time()
+    store.create_pending("s1", "srv-1", "elicitation/create", "{}", _elicitation("e1", created=now))
+    start = threading.Barrier(8)
+
+    def claim(n: int) -> bool:
+        start.wait()
+        return store.update_elicitation(
+            "e1", "pending", now + 1, detail=f"worker {n} ended it", from_statuses=("pending",), without_detail=True
+        )
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(claim, range(8)))
+    assert results.count(True) == 1
+    row = store.get_elicitation("e1")
+    assert row is not None and (row.status, row.detail) == ("pending", f"worker {results.index(True)} ended it")
+
+
 def test_complete_elicitations(store: SessionStore) -> None:
     now = time.time()
     rows = [
