@@ -15,9 +15,11 @@ Completion from anywhere
     :func:`acomplete_elicitation` mark every open row with the ``elicitationId`` completed and,
     for legacy sessions, queue ``notifications/elicitation/complete`` in the session's event log,
     which whichever worker holds the session's GET stream delivers (or its next reconnect).
-    Calling it again does nothing. ``ctx.session.send_elicit_complete(...)`` in a tool goes
-    through the same path, limited to what the calling principal asked of that server (its
-    client hears about it, as from the SDK); completing anyone's is for application code.
+    Calling it again does nothing. A row still pending after its expiry is not completed but
+    expired, as the heartbeat would have left it. ``ctx.session.send_elicit_complete(...)`` in
+    a tool goes through the same path, limited to what the calling principal asked of that
+    server (its client hears about it, as from the SDK); completing anyone's is for application
+    code.
 """
 
 from __future__ import annotations
@@ -29,14 +31,13 @@ import socket
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any, ClassVar
 
 from mcp.server.mcpserver import Elicit
 from pydantic import BaseModel, Field, PrivateAttr, create_model
 
 from mcp_common.jsonrpc import dumps
-from mcp_common.store import GET_STREAM, OPEN_STATUSES, ElicitationRecord, SessionStore, new_row_id
+from mcp_common.store import GET_STREAM, ElicitationRecord, SessionStore, complete_rows, new_row_id
 
 URL_FIELD = "__mcp_url_elicitation__"
 """The stand-in form's one property: its ``title`` is the elicitationId, its ``default`` the URL.
@@ -231,6 +232,9 @@ def complete_in_store(
 ) -> tuple[list[ElicitationRecord], bool]:
     """Complete the open rows with ``elicitation_id`` and queue the legacy notifications.
 
+    A row still pending after its expiry is not completed: it is marked expired, as the
+    heartbeat would have (see :func:`mcp_common.store.overdue`), and its client hears nothing.
+
     ``principal`` (``None`` is the anonymous one) limits it to the rows that principal's calls
     asked: what a tool's ``ctx.session.send_elicit_complete`` may complete.
 
@@ -244,12 +248,7 @@ def complete_in_store(
         rows = None
     else:
         rows = [r for r in store.find_elicitations(elicitation_id, server_name) if r.principal == principal]
-        moved = [
-            replace(row, status="completed", updated=now)
-            for row in rows
-            if row.status in OPEN_STATUSES
-            and store.update_elicitation(row.id, "completed", now, from_statuses=OPEN_STATUSES)
-        ]
+        moved = complete_rows(store, rows, now)
     message = dumps({"jsonrpc": "2.0", "method": COMPLETE_METHOD, "params": {"elicitationId": elicitation_id}})
     notified: set[str] = set()
     for row in moved:

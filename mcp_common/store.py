@@ -212,7 +212,40 @@ the row is ``expired`` then (the state is spent, so no later retry can answer it
 still needs the answer, the next round asks again, in a row of its own)."""
 
 OPEN_STATUSES = ("pending", "accepted")
-"""Statuses a URL-mode elicitation can be completed from."""
+"""Statuses a URL-mode elicitation can be completed from (unless it is :func:`overdue`)."""
+
+ANSWERED_OPEN_STATUSES = ("accepted",)
+"""The :data:`OPEN_STATUSES` an :func:`overdue` row can still be completed from: answered
+after completion read it pending."""
+
+
+def overdue(status: str, expires: float, now: float) -> bool:
+    """Whether ``expire_elicitations(now)`` expires a row in this status with this expiry: one
+    still pending after its expiry (an answered one is left to its completion).
+
+    Completion treats such a row as the heartbeat would have left it, expired: which of the
+    two runs first must not decide whether a late question is completed.
+    """
+    return status == "pending" and expires < now
+
+
+def complete_rows(store: SessionStore, rows: Sequence[ElicitationRecord], now: float) -> list[ElicitationRecord]:
+    """Complete these rows with one guarded update each (of two workers completing one row,
+    it moves for exactly one); the rows that moved. An :func:`overdue` row is expired instead,
+    and completed only if it was answered meanwhile (its expiry never changes, so the row's
+    read tells which update to try)."""
+    moved = []
+    for row in rows:
+        if row.status not in OPEN_STATUSES:
+            continue
+        from_statuses = OPEN_STATUSES
+        if overdue(row.status, row.expires, now):
+            if store.update_elicitation(row.id, "expired", now):
+                continue
+            from_statuses = ANSWERED_OPEN_STATUSES
+        if store.update_elicitation(row.id, "completed", now, from_statuses=from_statuses):
+            moved.append(replace(row, status="completed", updated=now))
+    return moved
 
 
 @dataclass(frozen=True)
@@ -374,7 +407,8 @@ class SessionStore(Protocol):
     def complete_elicitations(
         self, elicitation_id: str, now: float, server_name: str | None = None
     ) -> list[ElicitationRecord]:
-        """Mark the open rows with this ``elicitationId`` completed; the rows that moved."""
+        """Mark the open rows with this ``elicitationId`` completed; the rows that moved. An
+        :func:`overdue` one is marked expired instead (and is not among them)."""
         ...
 
     def expire_elicitations(self, now: float) -> int:
@@ -598,14 +632,16 @@ class MemoryStore:
         moved = []
         with self._lock:
             for row in self.find_elicitations(elicitation_id, server_name):
-                if row.status in OPEN_STATUSES:
+                if overdue(row.status, row.expires, now):
+                    self._elicitations[row.id] = replace(row, status="expired", updated=now)
+                elif row.status in OPEN_STATUSES:
                     self._elicitations[row.id] = new = replace(row, status="completed", updated=now)
                     moved.append(new)
         return moved
 
     def expire_elicitations(self, now: float) -> int:
         with self._lock:
-            stale = [r for r in self._elicitations.values() if r.status == "pending" and r.expires < now]
+            stale = [r for r in self._elicitations.values() if overdue(r.status, r.expires, now)]
             for row in stale:
                 self._elicitations[row.id] = replace(row, status="expired", updated=now)
             return len(stale)

@@ -10,16 +10,16 @@ import contextlib
 import datetime as dt
 import functools
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import fields, replace
+from dataclasses import fields
 from typing import Any, TypeVar
 
 from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError, connections, router, transaction
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from mcp_common.store import (
     ONE_STATEMENT_ANSWERS,
-    OPEN_STATUSES,
     UNANSWERED_DETAIL,
     ElicitationRecord,
     EventRecord,
@@ -28,6 +28,7 @@ from mcp_common.store import (
     SessionRecord,
     SQLiteWriteLock,
     column_values,
+    complete_rows,
     serial_writes,
     stream_lock_key,
 )
@@ -45,6 +46,12 @@ T = TypeVar("T")
 
 def _ts(value: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(value, tz=dt.UTC)
+
+
+def overdue_rows(now: float) -> Q:
+    """The rows ``expire_elicitations(now)`` expires, which completion expires too
+    (:func:`mcp_common.store.overdue`)."""
+    return Q(status="pending", expires__lt=_ts(now))
 
 
 _SQLITE_LOCKS: dict[str, SQLiteWriteLock] = {}
@@ -295,20 +302,14 @@ class DjangoStore:
     def complete_elicitations(
         self, elicitation_id: str, now: float, server_name: str | None = None
     ) -> list[ElicitationRecord]:
-        moved = []
-        for record in self.find_elicitations(elicitation_id, server_name):
-            if record.status in OPEN_STATUSES and self.update_elicitation(
-                record.id, "completed", now, from_statuses=OPEN_STATUSES
-            ):
-                moved.append(replace(record, status="completed", updated=now))
-        return moved
+        return complete_rows(self, self.find_elicitations(elicitation_id, server_name), now)
 
     @_retry
     @_serial_on_sqlite
     def expire_elicitations(self, now: float) -> int:
         # Every worker runs this on each heartbeat and there is usually nothing to expire: an
         # indexed read first, so the heartbeat takes no write lock for nothing.
-        overdue = MCPElicitation.objects.filter(status="pending", expires__lt=_ts(now))
+        overdue = MCPElicitation.objects.filter(overdue_rows(now))
         if not overdue.exists():
             return 0
         return overdue.update(status="expired", updated=_ts(now))

@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
 
 from mcp_common.store import (
+    ANSWERED_OPEN_STATUSES,
     ONE_STATEMENT_ANSWERS,
     OPEN_STATUSES,
     UNANSWERED_DETAIL,
@@ -34,6 +35,7 @@ from mcp_common.store import (
     SessionRecord,
     SQLiteWriteLock,
     column_values,
+    overdue,
     serial_writes,
     stream_lock_key,
 )
@@ -663,24 +665,37 @@ class SQLAlchemyStore:
     def complete_elicitations(
         self, elicitation_id: str, now: float, server_name: str | None = None
     ) -> list[ElicitationRecord]:
-        candidates = select(MCPElicitation.id).where(
+        candidates = select(MCPElicitation.id, MCPElicitation.status, MCPElicitation.expires).where(
             MCPElicitation.elicitation_id == elicitation_id, MCPElicitation.status.in_(OPEN_STATUSES)
         )
         if server_name is not None:
             candidates = candidates.where(MCPElicitation.server_name == server_name)
         candidates = candidates.order_by(MCPElicitation.created, MCPElicitation.id)
         with self._session() as s, s.begin():
-            ids = list(s.scalars(candidates))
-        if not ids:
+            open_rows = list(s.execute(candidates))
+        if not open_rows:
             return []
         moved: list[ElicitationRecord] = []
         with self._session() as s, s.begin():
-            for record_id in ids:
+            for record_id, status, expires in open_rows:
                 # Guarded per row: of two workers completing the same elicitation, each row moves
                 # for exactly one of them, and each reports only the rows it moved.
+                from_statuses = OPEN_STATUSES
+                if overdue(status, expires.timestamp(), now):
+                    # Expired, as the heartbeat would have left it; completed only if it was
+                    # answered meanwhile (its expiry never changes).
+                    expired = s.execute(
+                        update(MCPElicitation)
+                        .where(MCPElicitation.id == record_id, MCPElicitation.status == "pending")
+                        .values(status="expired", updated=_ts(now)),
+                        execution_options=_NO_SYNC,
+                    )
+                    if expired.rowcount == 1:  # type: ignore[attr-defined]
+                        continue
+                    from_statuses = ANSWERED_OPEN_STATUSES
                 result = s.execute(
                     update(MCPElicitation)
-                    .where(MCPElicitation.id == record_id, MCPElicitation.status.in_(OPEN_STATUSES))
+                    .where(MCPElicitation.id == record_id, MCPElicitation.status.in_(from_statuses))
                     .values(status="completed", updated=_ts(now)),
                     execution_options=_NO_SYNC,
                 )

@@ -36,6 +36,7 @@ def url_row(
     request_key: str = "srv-1",
     server_name: str = "Bistro",
     principal: str | None = None,
+    expires: float | None = None,
 ):
     record = new_record(
         server_name=server_name,
@@ -43,7 +44,7 @@ def url_row(
         params={"mode": "url", "message": "Pay", "url": "https://pay.example.com/1", "elicitationId": elicitation_id},
         request_key=request_key,
         principal=principal,
-        expires=time.time() + 60,
+        expires=time.time() + 60 if expires is None else expires,
         session_id=sid,
         owner="host:1:x",
         stream_key="s1",
@@ -123,6 +124,26 @@ def test_complete_elicitation_queues_the_notification_once() -> None:
     }
     assert MCPElicitation.objects.get(elicitation_id="dep-2").status == "completed"
     assert mcp_django.complete_elicitation("never-asked") == 0
+
+
+def test_completion_expires_a_pending_question_past_its_expiry_instead() -> None:
+    """Between a question's expiry and the heartbeat that marks it expired, completing it must
+    not complete it nor notify its client: it ends expired, as the heartbeat would have left
+    it. An answered question past its expiry is still completed (the heartbeat leaves it)."""
+    store = DjangoStore()
+    # An hour ahead of the clock: a running endpoint's heartbeat, which expires rows by the
+    # clock, would otherwise race this test for its overdue row.
+    now = time.time() + 3600
+    late_sid, answered_sid = session(store), session(store)
+    late = url_row(store, late_sid, "dep-late", expires=now - 1)
+    answered = url_row(store, answered_sid, "dep-late", request_key="srv-2", expires=now - 1)
+    assert store.answer_pending(answered_sid, "srv-2", '{"result": {"action": "accept"}}', "accepted", None)
+    moved = store.complete_elicitations("dep-late", now)
+    assert [r.id for r in moved] == [answered.id]
+    assert store.get_elicitation(late.id).status == "expired"
+    assert store.get_elicitation(answered.id).status == "completed"
+    assert store.complete_elicitations("dep-late", now + 1) == []
+    assert store.expire_elicitations(now + 1) == 0
 
 
 def test_request_state_is_single_use_and_bound() -> None:

@@ -30,7 +30,16 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from mcp_common.store import ElicitationRecord, MemoryStore, RequestStateRecord, SessionRecord, SessionStore
+from mcp_common.elicitation import ANY_PRINCIPAL, complete_in_store
+from mcp_common.store import (
+    GET_STREAM,
+    ElicitationRecord,
+    MemoryStore,
+    RequestStateRecord,
+    SessionRecord,
+    SessionStore,
+    complete_rows,
+)
 from mcp_flask import MCP, SQLAlchemyStore, make_engine, migrate
 from mcp_flask.migrations import SCRIPT_LOCATION, current_revision
 from mcp_flask.models import (
@@ -485,6 +494,64 @@ def test_complete_elicitations(store: SessionStore) -> None:
     assert store.complete_elicitations("unknown", now) == []
     e = store.get_elicitation("e")
     assert e is not None and e.status == "pending"
+
+
+def _overdue_and_open(store: SessionStore, now: float) -> None:
+    """Three rows asked under ``pay-1``: on session ``s2`` one still pending after its expiry;
+    on ``s1`` one answered (accepted) after its expiry and one pending in time."""
+    url = {"mode": "url", "elicitation_id": "pay-1"}
+    for record in (
+        _elicitation("late", created=now - 3, expires=now - 1, request_key="k1", session_id="s2", **url),
+        _elicitation("answered", created=now - 2, expires=now - 1, request_key="k2", status="accepted", **url),
+        _elicitation("fresh", created=now - 1, expires=now + 100, request_key="k3", **url),
+    ):
+        store.create_pending(record.session_id or "", record.request_key, "elicitation/create", "{}", record)
+
+
+def test_completing_expires_a_pending_row_past_its_expiry_as_the_heartbeat_would(store: SessionStore) -> None:
+    """Between a row's expiry and the next heartbeat, a completion must not complete it: the
+    row ends as ``expire_elicitations`` would have left it (expired); an answered one past its
+    expiry is still completed (the heartbeat leaves it alone)."""
+    now = time.time()
+    _overdue_and_open(store, now)
+    moved = store.complete_elicitations("pay-1", now)
+    assert [r.id for r in moved] == ["answered", "fresh"]
+    assert all(r.status == "completed" for r in moved)
+    late = store.get_elicitation("late")
+    assert late is not None and late.status == "expired"
+    assert late.updated == pytest.approx(now, abs=2e-6)
+    assert store.complete_elicitations("pay-1", now + 1) == []
+    assert store.expire_elicitations(now + 1) == 0
+
+
+@pytest.mark.parametrize("asker", ["anyone", "flask-user:1"])
+def test_a_completion_neither_reports_nor_notifies_a_row_past_its_expiry(store: SessionStore, asker: str) -> None:
+    """Through the core (a webhook completes anyone's; staff and tools only the asker's): the
+    overdue row is not among the rows that moved, and its session hears nothing."""
+    now = time.time()
+    _overdue_and_open(store, now)
+    principal = ANY_PRINCIPAL if asker == "anyone" else asker
+    moved, exists = complete_in_store(store, "pay-1", "Library", principal)
+    assert [r.id for r in moved] == ["answered", "fresh"] and exists
+    late = store.get_elicitation("late")
+    assert late is not None and late.status == "expired"
+    assert store.events_after("s2", GET_STREAM, 0) == []
+    assert len(store.events_after("s1", GET_STREAM, 0)) == 1
+    assert complete_in_store(store, "pay-1", "Library", principal) == ([], True)
+
+
+def test_a_row_past_its_expiry_answered_after_completion_read_it_is_still_completed(store: SessionStore) -> None:
+    """The heartbeat leaves an answered row alone: one that completion read pending, past its
+    expiry, but that the client accepted before the update, is completed, not left open."""
+    now = time.time()
+    record = _elicitation(
+        "late", created=now - 3, expires=now - 1, mode="url", elicitation_id="pay-1", status="accepted"
+    )
+    store.create_pending("s1", record.request_key, "elicitation/create", "{}", record)
+    as_read = replace(record, status="pending")
+    assert [r.id for r in complete_rows(store, [as_read], now)] == ["late"]
+    late = store.get_elicitation("late")
+    assert late is not None and late.status == "completed"
 
 
 def test_expire_elicitations(store: SessionStore) -> None:
