@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.auth import get_permission_codename
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils.text import Truncator
 
@@ -47,8 +48,11 @@ class MCPElicitationAdmin(admin.ModelAdmin):
     )
     def complete_selected(self, request: HttpRequest, queryset: QuerySet[MCPElicitation]) -> None:
         from mcp_common.elicitation import complete_in_store
-        from mcp_django.store import DjangoStore
+        from mcp_django.store import DjangoStore, overdue_rows
 
+        # Counted first: the changelist's filters (pending only, say) are part of the queryset,
+        # and the rows the completion expires would drop out of it.
+        expired = queryset.filter(Q(status="expired") | overdue_rows(time.time()), mode="url").count()
         # Per server and asker: another server of the site, or another user, may have asked
         # under the same id, and has not done what the selected asker did.
         asked = set(queryset.filter(mode="url").values_list("elicitation_id", "server_name", "principal"))
@@ -59,3 +63,9 @@ class MCPElicitationAdmin(admin.ModelAdmin):
             if eid
         )
         self.message_user(request, f"{completed} elicitation(s) completed.", messages.SUCCESS)
+        # One still pending after its expiry is not completed but expired (by the completion,
+        # as by the heartbeat): staff are told why, not left to wonder why the count is short.
+        if expired:
+            self.message_user(
+                request, f"{expired} selected elicitation(s) had expired: not completed.", messages.WARNING
+            )

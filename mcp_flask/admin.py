@@ -23,6 +23,7 @@ from __future__ import annotations
 import hmac
 import json
 import secrets
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -32,7 +33,7 @@ from sqlalchemy import false, func, or_, select
 from sqlalchemy.orm import Session
 
 from mcp_common.elicitation import complete_in_store
-from mcp_common.store import ELICITATION_STATUSES, OPEN_STATUSES
+from mcp_common.store import ELICITATION_STATUSES, OPEN_STATUSES, overdue
 from mcp_flask.models import MCPElicitation
 
 Permission = Callable[[], "bool | Response"]
@@ -287,7 +288,22 @@ def _when(moment: Any) -> str:
 
 
 def _completable(row: MCPElicitation) -> bool:
-    return row.mode == "url" and bool(row.elicitation_id) and row.status in OPEN_STATUSES
+    # One still pending after its expiry is as good as expired (the heartbeat has not marked
+    # it yet): the completion would expire it, not complete it.
+    return row.mode == "url" and bool(row.elicitation_id) and row.status in OPEN_STATUSES and not _overdue(row)
+
+
+def _overdue(row: MCPElicitation) -> bool:
+    return overdue(row.status, row.expires.timestamp(), time.time())
+
+
+def _refusal(row: MCPElicitation) -> str:
+    """Why the question cannot be completed."""
+    if row.mode == "url" and _overdue(row):
+        return f"Not completed: this elicitation had expired at {_when(row.expires)} UTC."
+    if row.mode == "url" and row.status == "expired":
+        return "Not completed: this elicitation had expired."
+    return f"Nothing to complete: this is a {row.mode} elicitation, {row.status}."
 
 
 def _token() -> str:
@@ -309,10 +325,12 @@ def _complete(record_id: str) -> Response:
     if row is None:
         abort(404)
     if not _completable(row):
-        flash(f"Nothing to complete: this is a {row.mode} elicitation, {row.status}.")
+        flash(_refusal(row))
     else:
         # The asker's rows with that id on that server only: another user who asked under the
         # same id has not done what this one did.
         moved, _ = complete_in_store(get_state().store, row.elicitation_id or "", row.server_name, row.principal)
-        flash(f"{len(moved)} elicitation(s) completed.")
+        # Nothing moved: the question ended meanwhile (its expiry passed, and the completion
+        # expired it; another worker completed it): said as it is now.
+        flash(f"{len(moved)} elicitation(s) completed." if moved else _refusal(_row(record_id) or row))
     return redirect(url_for(".detail", record_id=record_id), code=303)

@@ -401,6 +401,29 @@ def test_staff_review_and_complete_elicitations_in_the_admin() -> None:
     assert anonymous.status_code == 302
 
 
+def test_the_admin_does_not_complete_a_question_past_its_expiry_and_says_so() -> None:
+    """A question still pending after its expiry (the heartbeat has not marked it yet) is not
+    completed from the admin: staff read that it had expired, and its client hears nothing."""
+    store = DjangoStore()
+    sid = session(store)
+    late = url_row(store, sid, "dep-overdue", expires=time.time() - 1)
+    fresh = url_row(store, session(store), "dep-in-time")
+    staff = User.objects.create_superuser("staff", "staff@example.com", "pw-for-tests-only")
+    client = Client()
+    client.force_login(staff)
+    # Selected in the list of pending questions, as staff would look for what to complete.
+    done = client.post(
+        "/admin/mcp_django/mcpelicitation/?status__exact=pending",
+        {"action": "complete_selected", "_selected_action": [late.id, fresh.id]},
+        follow=True,
+    )
+    assert b"1 elicitation(s) completed." in done.content
+    assert b"1 selected elicitation(s) had expired: not completed." in done.content
+    assert store.get_elicitation(late.id).status == "expired"
+    assert store.get_elicitation(fresh.id).status == "completed"
+    assert store.events_after(sid, GET_STREAM, 0) == []
+
+
 def test_example_payment_webhook_refuses_a_non_ascii_token_with_401() -> None:
     answer = Client().post(
         "/payments/webhook",

@@ -59,7 +59,11 @@ def _form(store: Any, message: str, *, state_id: str | None = None, status: str 
 
 
 def _url_on_session(
-    store: Any, elicitation_id: str, message: str = "Pay the deposit", principal: str | None = None
+    store: Any,
+    elicitation_id: str,
+    message: str = "Pay the deposit",
+    principal: str | None = None,
+    expires_in: float = 600,
 ) -> tuple[Any, str]:
     """A legacy session's pending URL elicitation (a deposit to pay)."""
     sid = uuid.uuid4().hex
@@ -76,7 +80,7 @@ def _url_on_session(
         },
         request_key="srv-1",
         principal=principal,
-        expires=now + 600,
+        expires=now + expires_in,
         session_id=sid,
         owner="host:1:x",
         stream_key="s1",
@@ -212,6 +216,29 @@ def test_staff_complete_a_url_elicitation_and_the_client_is_notified(app: Flask)
     again = client.post(f"/mcp-admin/{record.id}/complete", data={"token": token}, follow_redirects=True)
     assert "Nothing to complete: this is a url elicitation, completed." in again.get_data(as_text=True)
     assert len([e for e in store.events_after(sid, GET_STREAM, 0) if "deposit-9" in e.message]) == 1
+
+
+def test_a_url_elicitation_past_its_expiry_is_not_offered_nor_completed(app: Flask) -> None:
+    """Still pending after its expiry, before the heartbeat marks it expired: the panel treats
+    it as expired (no button; a POST from a page loaded in time completes nothing, notifies
+    nobody, and says why)."""
+    store = _store(app)
+    record, sid = _url_on_session(store, "deposit-late", expires_in=-1)
+    client = app.test_client()
+    page = client.get(f"/mcp-admin/{record.id}/").get_data(as_text=True)
+    assert "Mark completed" not in page
+    with client.session_transaction() as session:
+        token = session["mcp_admin_token"]
+    done = client.post(f"/mcp-admin/{record.id}/complete", data={"token": token}, follow_redirects=True)
+    assert done.status_code == 200
+    assert "Not completed: this elicitation had expired at " in done.get_data(as_text=True)
+    assert store.get_elicitation(record.id).status != "completed"
+    assert store.events_after(sid, GET_STREAM, 0) == []
+    # Once the heartbeat has marked it, the same answer.
+    assert store.expire_elicitations(time.time()) == 1
+    again = client.post(f"/mcp-admin/{record.id}/complete", data={"token": token}, follow_redirects=True)
+    assert "Not completed: this elicitation had expired." in again.get_data(as_text=True)
+    assert store.events_after(sid, GET_STREAM, 0) == []
 
 
 def test_a_forged_token_of_any_text_is_refused_with_400(app: Flask) -> None:
