@@ -27,7 +27,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from flask import Blueprint, Response, abort, flash, redirect, render_template_string, request, session, url_for
+from flask import (
+    Blueprint,
+    Response,
+    abort,
+    current_app,
+    flash,
+    redirect,
+    render_template_string,
+    request,
+    session,
+    url_for,
+)
 from markupsafe import Markup
 from sqlalchemy import false, func, or_, select
 from sqlalchemy.orm import Session
@@ -126,11 +137,15 @@ def admin_blueprint(permission: Permission, *, name: str = "mcp_admin") -> Bluep
         )
     blueprint = Blueprint(name, __name__)
 
-    @blueprint.record_once
-    def _exempt_from_csrf(state: Any) -> None:
+    @blueprint.url_value_preprocessor
+    def _exempt_from_csrf(_endpoint: str | None, _values: dict[str, Any] | None) -> None:
         # Flask-WTF's CSRFProtect would refuse the completion form: it carries this panel's own
-        # token instead of Flask-WTF's.
-        csrf = state.app.extensions.get("csrf")
+        # token instead of Flask-WTF's. Told on each of the panel's requests, on the app that
+        # serves it: this hook runs before every before_request function (CSRFProtect's check
+        # is one), so the exemption holds on every app the panel is registered on, whether
+        # CSRFProtect was set up on it before or after the panel (at registration, the later
+        # one is not there yet).
+        csrf = current_app.extensions.get("csrf")
         if csrf is not None and hasattr(csrf, "exempt"):
             csrf.exempt(blueprint)
 

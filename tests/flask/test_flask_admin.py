@@ -127,27 +127,45 @@ def test_a_blueprint_without_a_permission_check_is_refused() -> None:
         admin_blueprint(None)  # type: ignore[arg-type]
 
 
-def test_flask_wtf_csrf_protection_is_told_to_leave_the_panel_to_its_own_token(
-    make_app: Callable[..., Flask],
+@pytest.mark.parametrize("csrf_set_up", ["before the panel", "after the panel"])
+def test_flask_wtf_csrf_protection_leaves_the_panel_to_its_own_token_on_every_app(
+    make_app: Callable[..., Flask], csrf_set_up: str
 ) -> None:
     """Flask-WTF's ``CSRFProtect`` would refuse the completion form (it carries the panel's own
-    token); the panel exempts its blueprint through the extension's ``exempt``."""
+    token): the panel is exempted on every app it is registered on, as when one blueprint
+    serves the apps an application factory builds, and whether the factory sets up
+    ``CSRFProtect`` before or after it registers the panel."""
+    from flask_wtf.csrf import CSRFProtect
 
-    class CSRFProtect:  # the part of Flask-WTF's extension the panel uses
-        def __init__(self) -> None:
-            self.exempted: list[Any] = []
-
-        def exempt(self, view: Any) -> Any:
-            self.exempted.append(view)
-            return view
-
-    app = make_app()
-    csrf = CSRFProtect()
-    app.extensions["csrf"] = csrf
-    MCP(app, server=MCPServer("Shop"))
     blueprint = admin_blueprint(lambda: True)
-    app.register_blueprint(blueprint, url_prefix="/mcp-admin")
-    assert blueprint in csrf.exempted
+    apps = []
+    for _ in range(2):
+        app = make_app()
+        csrf = CSRFProtect()
+        if csrf_set_up == "before the panel":
+            csrf.init_app(app)
+        app.add_url_rule("/profile", "profile", lambda: "saved", methods=["POST"])
+        MCP(app, server=MCPServer("Shop"))
+        migrate(app)
+        app.register_blueprint(blueprint, url_prefix="/mcp-admin")
+        if csrf_set_up == "after the panel":
+            csrf.init_app(app)
+        apps.append(app)
+    try:
+        for number, app in enumerate(apps):
+            store = _store(app)
+            record, _ = _url_on_session(store, f"deposit-csrf-{number}")
+            client = app.test_client()
+            page = client.get(f"/mcp-admin/{record.id}/").get_data(as_text=True)
+            token = re.search(r'name="token" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+            done = client.post(f"/mcp-admin/{record.id}/complete", data={"token": token})
+            assert done.status_code == 303, (number, done.get_data(as_text=True))
+            assert store.get_elicitation(record.id).status == "completed"
+            # Flask-WTF still guards the app's own forms.
+            assert client.post("/profile").status_code == 400
+    finally:
+        for app in apps:
+            get_state(app).close()
 
 
 def test_filters_search_and_pages(app: Flask) -> None:
