@@ -148,7 +148,9 @@ class MCPEndpoint:
     async def _ensure_started(self) -> None:
         if self._started is None:
             self._started = asyncio.get_running_loop().create_future()
-            self._lifespan_task = asyncio.create_task(self._run_lifespan(self._started))
+            # In a context of its own: the lifespan outlives the request that enters it, whose
+            # context (its caller, what the application set around it) is none of its business.
+            self._lifespan_task = asyncio.create_task(self._run_lifespan(self._started), context=contextvars.Context())
             # Held by the module too: the lifespan outlives any one reference to the endpoint.
             _LIFESPANS.add(self._lifespan_task)
             self._lifespan_task.add_done_callback(_LIFESPANS.discard)
@@ -158,10 +160,11 @@ class MCPEndpoint:
         # The server's lifespan is entered once per process and held open by this task, the
         # way the SDK's session manager holds it, rather than once per request.
         try:
-            async with self.lowlevel.lifespan(self.lowlevel) as state:
-                self._lifespan_state = state
-                started.set_result(None)
-                await self._heartbeat()
+            with self.lifespan_context():
+                async with self.lowlevel.lifespan(self.lowlevel) as state:
+                    self._lifespan_state = state
+                    started.set_result(None)
+                    await self._heartbeat()
         except asyncio.CancelledError:
             raise
         except BaseException as exc:
@@ -191,6 +194,11 @@ class MCPEndpoint:
         """Run a blocking store call on the endpoint's database threads."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, functools.partial(fn, *args))
+
+    def lifespan_context(self) -> contextlib.AbstractContextManager[Any]:
+        """What the server's lifespan runs inside, for the life of the process, outside any
+        request (adapters override: Flask's application context)."""
+        return contextlib.nullcontext()
 
     def tool_context(self) -> contextlib.AbstractContextManager[Any]:
         """What a tool runs inside, on every path and on the thread it runs on (adapters

@@ -59,6 +59,11 @@ class FlaskEndpoint(MCPEndpoint):
         self.app = app
         install_app_context(server)
 
+    def lifespan_context(self) -> contextlib.AbstractContextManager[Any]:
+        # The server's lifespan may use the app's extensions (a database session), as a CLI
+        # command would: an application context of its own, no request's.
+        return self.app.app_context()
+
     def tool_context(self) -> contextlib.AbstractContextManager[Any]:
         # A sync tool on the fast path runs in the view's own thread, inside the request's
         # application context already: it uses that one, like any view code. Elsewhere (an

@@ -3,9 +3,12 @@ sharing a database (each with its own MCPServer instance, as separate processes 
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import threading
 import time
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import anyio
@@ -16,6 +19,7 @@ from pydantic import BaseModel
 
 from mcp_common import HTTPRequest, HTTPResponse, MCPConfig, MCPEndpoint, MemoryStore
 from mcp_common.elicitation import worker_id
+from mcp_common.endpoint import current_request
 from mcp_common.legacy import parse_event_id
 
 MODERN = "2026-07-28"
@@ -526,3 +530,29 @@ def test_a_call_stream_lost_after_its_priming_event_is_resumed_with_the_answer()
         if seen and "result" in seen[-1]:
             break
     assert seen and seen[-1]["id"] == 21 and seen[-1]["result"]["content"][0]["text"] == "rested", seen
+
+
+_APP_STATE: contextvars.ContextVar[str | None] = contextvars.ContextVar("app_state", default=None)
+
+
+def test_the_servers_lifespan_runs_outside_the_request_that_entered_it() -> None:
+    """The first request enters the server's lifespan, which then runs for the life of the
+    process: it must not keep that request (its caller, or what the application set around
+    it), as the SDK's own server never runs a lifespan inside a request."""
+    seen: dict[str, Any] = {}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_server: Any) -> AsyncIterator[dict[str, Any]]:
+        seen["entered"] = (current_request.get(), _APP_STATE.get())
+        yield {}
+
+    server = MCPServer("Lifespan", lifespan=lifespan)
+    point = MCPEndpoint(server, MCPConfig(secret_keys=(SECRET,)), MemoryStore())
+    token = _APP_STATE.set("the first caller's")
+    try:
+        first = request("POST", {"jsonrpc": "2.0", "id": 1, "method": "ping"}, mcp_protocol_version=MODERN)
+        first.principal = "alice"
+        point.handle(first)
+    finally:
+        _APP_STATE.reset(token)
+    assert seen["entered"] == (None, None)

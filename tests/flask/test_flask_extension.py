@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -677,3 +678,29 @@ def test_request_without_host_header_uses_the_server_name(app: Flask) -> None:
     _, status, headers = run_wsgi_app(app, environ, buffered=True)
     assert status == "200 OK"
     assert headers.get("Mcp-Session-Id")
+
+
+def test_the_servers_lifespan_has_the_app_and_no_request(make_app: Callable[..., Flask]) -> None:
+    """The first request enters the server's lifespan, which runs for the life of the
+    process: like a CLI command, it has an application context of the app, not that request."""
+    from flask import current_app, has_app_context, has_request_context
+
+    seen: dict[str, Any] = {}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_server: Any) -> AsyncIterator[dict[str, Any]]:
+        seen["app"] = current_app.name if has_app_context() else None
+        seen["request"] = has_request_context()
+        yield {}
+
+    lifespan_server = MCPServer("Lifespan", lifespan=lifespan)
+    app = make_app()
+    app.name = "the-app"
+    MCP(app, server=lifespan_server)
+    MCP.migrate(app)
+    try:
+        response = _initialize(app.test_client())
+        assert response.status_code == 200, response.data[:300]
+    finally:
+        get_state(app).close()
+    assert seen == {"app": "the-app", "request": False}
