@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
@@ -195,6 +195,16 @@ def column_values(record: Any, to_time: Callable[[float], Any]) -> dict[str, Any
     return values
 
 
+def record_of(cls: type[T], row: Any) -> T:
+    """The record ``cls`` of a row read back (its attributes named as the record's fields), its
+    times as epoch seconds: the reverse of :func:`column_values`."""
+    values = {field.name: getattr(row, field.name) for field in fields(cls)}  # type: ignore[arg-type]
+    for name in TIME_FIELDS.intersection(values):
+        if values[name] is not None:
+            values[name] = values[name].timestamp()
+    return cls(**values)
+
+
 ELICITATION_STATUSES = ("pending", "accepted", "declined", "cancelled", "completed", "expired")
 """What became of an elicitation: ``pending`` until the user answers (``accepted``,
 ``declined``, ``cancelled``); a URL-mode one becomes ``completed`` when
@@ -246,6 +256,88 @@ def complete_rows(store: SessionStore, rows: Sequence[ElicitationRecord], now: f
         if store.update_elicitation(row.id, "completed", now, from_statuses=from_statuses):
             moved.append(replace(row, status="completed", updated=now))
     return moved
+
+
+# -- a write run again after its connection was lost ------------------------------------------
+# The Django and SQLAlchemy stores run a call once more when its connection went bad (a
+# database restart). The connection can also die after the database committed the call's
+# write and before its acknowledgement arrived: the re-run then meets the write already made.
+# These re-runs recognise it; a call that meets no error runs no statement more.
+
+Rerun = Callable[..., Any]
+"""How a store method runs the second time: ``rerun(method, store, *args, **kwargs)``, which
+calls ``method(store, *args, **kwargs)``."""
+
+
+def rerun_insert(conflict: type[BaseException], written: Callable[..., bool]) -> Rerun:
+    """The re-run of an insert keyed by a random id (:func:`new_row_id`, ``uuid4``): no other
+    call writes that key, so a ``conflict`` (the driver's integrity error) on it is the first
+    attempt's committed row, and the call a success, when ``written(store, *args, **kwargs)``
+    finds that row as this call wrote it. Any other conflict (another row, another
+    constraint) is raised."""
+
+    def rerun(call: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return call(*args, **kwargs)
+        except conflict:
+            if written(*args, **kwargs):
+                return None
+            raise
+
+    return rerun
+
+
+def rerun_claim(claimed: Callable[..., Any]) -> Rerun:
+    """The re-run of a guarded ``UPDATE`` (the first answer wins, a handle is used once): after
+    a first attempt that committed, the re-run finds nothing left to claim and returns what a
+    refused claim returns (``None``, ``False``). Then ``claimed(store, *args, **kwargs)`` gives
+    what the first attempt returned when the row holds exactly what this call wrote, or the
+    refusal again."""
+
+    def rerun(call: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        return call(*args, **kwargs) or claimed(*args, **kwargs)
+
+    return rerun
+
+
+def same_row(found: Any, record: Any) -> bool:
+    """Whether ``found``, read back, holds what ``record`` wrote (times aside: epoch seconds
+    come back from a timestamp column rounded to its precision)."""
+    return all(getattr(found, name) == value for name, value in vars(record).items() if name not in TIME_FIELDS)
+
+
+def session_written(store: SessionStore, record: SessionRecord) -> bool:
+    """``create_session(record)`` committed (for :func:`rerun_insert`)."""
+    found = store.get_session(record.session_id)
+    return found is not None and same_row(found, record)
+
+
+def pending_written(
+    store: SessionStore,
+    session_id: str,
+    request_id: str,
+    method: str,
+    params: str,
+    elicitation: ElicitationRecord | None = None,
+) -> bool:
+    """``create_pending(...)`` committed (for :func:`rerun_insert`); its elicitation row, if
+    any, was written in the same transaction."""
+    found = store.get_pending(session_id, request_id)
+    return found is not None and (found.method, found.params) == (method, params)
+
+
+def answer_recorded(
+    store: SessionStore,
+    session_id: str,
+    request_id: str,
+    response: str,
+    status: str | None = None,
+    answer: str | None = None,
+) -> bool:
+    """``answer_pending(...)`` won (for :func:`rerun_claim`): the request holds exactly this
+    answer. Its elicitation row's outcome was recorded in the same transaction."""
+    found = store.get_pending(session_id, request_id)
+    return found is not None and found.response == response
 
 
 @dataclass(frozen=True)

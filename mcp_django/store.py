@@ -10,8 +10,8 @@ import contextlib
 import datetime as dt
 import functools
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import fields
-from typing import Any, TypeVar
+from dataclasses import fields, replace
+from typing import Any, TypeVar, cast, overload
 
 from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError, connections, router, transaction
 from django.db.models import Q
@@ -25,11 +25,19 @@ from mcp_common.store import (
     EventRecord,
     PendingRequestRecord,
     RequestStateRecord,
+    Rerun,
     SessionRecord,
     SQLiteWriteLock,
+    answer_recorded,
     column_values,
     complete_rows,
+    pending_written,
+    record_of,
+    rerun_claim,
+    rerun_insert,
+    same_row,
     serial_writes,
+    session_written,
     stream_lock_key,
 )
 from mcp_django.models import (
@@ -74,22 +82,38 @@ def _sqlite_lock(_store: Any) -> SQLiteWriteLock | None:
 _serial_on_sqlite = serial_writes(_sqlite_lock)
 
 
-def _retry(fn: Callable[..., T]) -> Callable[..., T]:
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> T:
-        try:
-            return fn(*args, **kwargs)
-        except (InterfaceError, OperationalError):
-            connections[_alias()].close()
-            return fn(*args, **kwargs)
+@overload
+def _retry(fn: Callable[..., T]) -> Callable[..., T]: ...
 
-    return wrapper
+
+@overload
+def _retry(*, rerun: Rerun) -> Callable[[Callable[..., T]], Callable[..., T]]: ...
+
+
+def _retry(fn: Callable[..., T] | None = None, *, rerun: Rerun | None = None) -> Any:
+    """Run the call once more when its connection went bad (closed first). ``rerun``: how a
+    write whose first attempt may have committed runs again (see mcp_common.store.Rerun)."""
+
+    def decorate(fn: Callable[..., T]) -> Callable[..., T]:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> T:
+            try:
+                return fn(*args, **kwargs)
+            except (InterfaceError, OperationalError):
+                connections[_alias()].close()
+            if rerun is None:
+                return fn(*args, **kwargs)
+            return cast(T, rerun(fn, *args, **kwargs))
+
+        return wrapper
+
+    return decorate if fn is None else decorate(fn)
 
 
 class DjangoStore:
     """Sessions, events and pending requests in the application's database."""
 
-    @_retry
+    @_retry(rerun=rerun_insert(IntegrityError, session_written))
     @_serial_on_sqlite
     def create_session(self, record: SessionRecord) -> None:
         MCPSession.objects.create(
@@ -178,7 +202,7 @@ class DjangoStore:
     def set_cursor(self, session_id: str, event_id: int) -> None:
         MCPSession.objects.filter(session_id=session_id, get_cursor__lt=event_id).update(get_cursor=event_id)
 
-    @_retry
+    @_retry(rerun=rerun_insert(IntegrityError, pending_written))
     @_serial_on_sqlite
     def create_pending(
         self,
@@ -193,7 +217,7 @@ class DjangoStore:
             if elicitation is not None:
                 _elicitation_row(elicitation).save(force_insert=True)
 
-    @_retry
+    @_retry(rerun=rerun_claim(answer_recorded))
     @_serial_on_sqlite
     def answer_pending(
         self,
@@ -316,7 +340,36 @@ class DjangoStore:
 
     # -- 2026-07-28 request state ------------------------------------------------------------
 
-    @_retry
+    def _state_saved(self, state: RequestStateRecord, elicitations: list[ElicitationRecord]) -> bool:
+        # Its elicitation rows were written in the same transaction.
+        row = MCPRequestState.objects.filter(state_id=state.state_id).first()
+        return row is not None and same_row(row, state)
+
+    def _redeemed(
+        self,
+        state_id: str,
+        server_name: str,
+        method: str,
+        target: str,
+        args_digest: str,
+        principal: str | None,
+        now: float,
+        answers: dict[str, tuple[str, str | None]],
+    ) -> RequestStateRecord | None:
+        # The claim marks the state consumed at this call's own moment: bound to this request
+        # and spent at that moment, it was spent by this call (its answers recorded with it).
+        row = MCPRequestState.objects.filter(
+            state_id=state_id,
+            consumed=_ts(now),
+            server_name=server_name,
+            method=method,
+            target=target,
+            args_digest=args_digest,
+            principal=principal,
+        ).first()
+        return None if row is None else replace(record_of(RequestStateRecord, row), consumed=now)
+
+    @_retry(rerun=rerun_insert(IntegrityError, _state_saved))
     @_serial_on_sqlite
     def save_request_state(self, state: RequestStateRecord, elicitations: list[ElicitationRecord]) -> None:
         connection = connections[_alias()]
@@ -340,7 +393,7 @@ class DjangoStore:
             for row in rows:
                 _insert(cursor, connection, MCPElicitation, row)
 
-    @_retry
+    @_retry(rerun=rerun_claim(_redeemed))
     @_serial_on_sqlite
     def consume_request_state(
         self,

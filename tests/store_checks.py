@@ -1,16 +1,30 @@
-"""What the Django and Flask tests of the event log both check on PostgreSQL, with the real
-store against a real server: interleavings are forced with a trigger that holds an INSERT's
-transaction open until the test lets it go."""
+"""What the Django and Flask store tests both check on PostgreSQL, with the real store against
+a real server. The event log: interleavings are forced with a trigger that holds an INSERT's
+transaction open until the test lets it go. Writes whose acknowledgement is lost: a proxy
+(tests.pg_proxy) cuts the connection after the server committed."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
-from mcp_common.store import GET_STREAM, SessionStore
+import pytest
+
+from mcp_common.elicitation import new_record
+from mcp_common.store import (
+    GET_STREAM,
+    ElicitationRecord,
+    RequestStateRecord,
+    SessionRecord,
+    SessionStore,
+    new_row_id,
+)
+from tests.pg_proxy import PostgresProxy
 
 
 def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
@@ -90,3 +104,169 @@ def check_a_reader_misses_no_event_committed_late(
                 writer.join(10)
         admin.execute(f"DROP TRIGGER IF EXISTS mcp_gate_{suffix} ON {table}")
         admin.execute(f"DROP FUNCTION IF EXISTS mcp_gate_{suffix}()")
+
+
+# -- writes whose acknowledgement is lost --------------------------------------------------------
+# The store runs a call once more when its connection dies. The connection can die after the
+# database committed the call's write and before its acknowledgement arrived: the re-run then
+# meets the write it already made, and must report the call's success, not a conflict.
+# ``proxy`` (tests.pg_proxy.PostgresProxy) stands between the store and its PostgreSQL server.
+
+_FORM = {"mode": "form", "message": "Your name?", "requestedSchema": {"type": "object", "properties": {}}}
+
+
+def _new_session(principal: str | None = "user:1") -> SessionRecord:
+    now = time.time()
+    return SessionRecord(
+        uuid.uuid4().hex, "2025-11-25", '{"protocolVersion":"2025-11-25"}', principal, "Bistro", now, now
+    )
+
+
+def _question(request_key: str, session_id: str | None = None, state_id: str | None = None) -> ElicitationRecord:
+    return new_record(
+        server_name="Bistro",
+        tool="book",
+        params=_FORM,
+        request_key=request_key,
+        principal="user:1",
+        expires=time.time() + 60,
+        session_id=session_id,
+        state_id=state_id,
+    )
+
+
+def _new_state(store: SessionStore) -> tuple[RequestStateRecord, ElicitationRecord]:
+    now = time.time()
+    state = RequestStateRecord(
+        new_row_id(), "Bistro", "tools/call", "book", "d" * 64, "user:1", "sealed", now, now + 60
+    )
+    question = _question("name", state_id=state.state_id)
+    store.save_request_state(state, [question])
+    return state, question
+
+
+def _redeem(store: SessionStore, state: RequestStateRecord, now: float) -> RequestStateRecord | None:
+    answers = {"name": ("accepted", '{"name": "Ada"}')}
+    return store.consume_request_state(
+        state.state_id, state.server_name, state.method, state.target, state.args_digest, state.principal, now, answers
+    )
+
+
+def _pending_question(store: SessionStore) -> tuple[str, str, ElicitationRecord]:
+    session = _new_session()
+    store.create_session(session)
+    request_id = f"srv-{uuid.uuid4().hex}"
+    question = _question(request_id, session_id=session.session_id)
+    store.create_pending(session.session_id, request_id, "elicitation/create", json.dumps(_FORM), question)
+    return session.session_id, request_id, question
+
+
+def _answer(request_id: str, name: str) -> str:
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "result": {"action": "accept", "content": {"name": name}}})
+
+
+def check_a_session_created_once_its_acknowledgement_lost(store: SessionStore, proxy: PostgresProxy) -> None:
+    record = _new_session()
+    proxy.cut_next_write()
+    store.create_session(record)  # initialize succeeds: the session was written
+    assert proxy.cuts == 1
+    found = store.get_session(record.session_id)
+    assert found is not None and (found.server_name, found.principal) == ("Bistro", "user:1")
+
+
+def check_a_session_id_taken_by_another_row_still_conflicts(
+    store: SessionStore, proxy: PostgresProxy, conflict: type[BaseException]
+) -> None:
+    """The re-run's conflict is a success only when the row is the one the call wrote."""
+    taken = _new_session(principal="user:2")
+    store.create_session(taken)
+    proxy.cut_next_write(after_commit=False)
+    with pytest.raises(conflict):
+        store.create_session(replace(_new_session(), session_id=taken.session_id))
+    assert proxy.cuts == 1
+    found = store.get_session(taken.session_id)
+    assert found is not None and found.principal == "user:2"
+
+
+def check_a_pending_request_created_once_its_acknowledgement_lost(store: SessionStore, proxy: PostgresProxy) -> None:
+    session = _new_session()
+    store.create_session(session)
+    request_id = f"srv-{uuid.uuid4().hex}"
+    question = _question(request_id, session_id=session.session_id)
+    proxy.cut_next_write()
+    store.create_pending(session.session_id, request_id, "elicitation/create", json.dumps(_FORM), question)
+    assert proxy.cuts == 1
+    pending = store.get_pending(session.session_id, request_id)
+    assert pending is not None and pending.method == "elicitation/create" and pending.response is None
+    row = store.get_elicitation(question.id)
+    assert row is not None and row.status == "pending"
+
+
+def check_a_request_state_saved_once_its_acknowledgement_lost(store: SessionStore, proxy: PostgresProxy) -> None:
+    proxy.cut_next_write()
+    state, question = _new_state(store)  # the tool call's input_required result goes out
+    assert proxy.cuts == 1
+    assert [row.id for row in store.elicitations_for_state(state.state_id)] == [question.id]
+    redeemed = _redeem(store, state, time.time())
+    assert redeemed is not None and redeemed.sealed == "sealed"
+
+
+def check_a_redemption_survives_its_lost_acknowledgement(store: SessionStore, proxy: PostgresProxy) -> None:
+    state, question = _new_state(store)
+    proxy.cut_next_write()
+    redeemed = _redeem(store, state, time.time())
+    assert proxy.cuts == 1
+    # The client's one valid retry goes on, with the answer it carried recorded.
+    assert redeemed is not None and (redeemed.state_id, redeemed.sealed) == (state.state_id, "sealed")
+    assert redeemed.expires == pytest.approx(state.expires, abs=1e-5)
+    row = store.get_elicitation(question.id)
+    assert row is not None and (row.status, row.answer) == ("accepted", '{"name": "Ada"}')
+    # The handle is spent all the same.
+    assert _redeem(store, state, time.time()) is None
+
+
+def check_a_spent_handle_stays_spent_across_a_lost_connection(store: SessionStore, proxy: PostgresProxy) -> None:
+    """A re-run that finds the handle spent by an earlier redemption still refuses it."""
+    state, _question_row = _new_state(store)
+    assert _redeem(store, state, time.time() - 1) is not None
+    proxy.cut_next_write(after_commit=False)
+    assert _redeem(store, state, time.time()) is None
+    assert proxy.cuts == 1
+
+
+def check_an_answer_recorded_once_its_acknowledgement_lost(store: SessionStore, proxy: PostgresProxy) -> None:
+    session_id, request_id, question = _pending_question(store)
+    reply = _answer(request_id, "Ada")
+    proxy.cut_next_write()
+    assert store.answer_pending(session_id, request_id, reply, "accepted", '{"name": "Ada"}')
+    assert proxy.cuts == 1
+    pending = store.get_pending(session_id, request_id)
+    assert pending is not None and pending.response == reply
+    row = store.get_elicitation(question.id)
+    assert row is not None and row.status == "accepted"
+
+
+def check_an_answer_after_another_stays_dropped_across_a_lost_connection(
+    store: SessionStore, proxy: PostgresProxy
+) -> None:
+    """The first answer wins: a re-run that finds another answer recorded reports none."""
+    session_id, request_id, _question_row = _pending_question(store)
+    first = _answer(request_id, "Ada")
+    assert store.answer_pending(session_id, request_id, first, "accepted", '{"name": "Ada"}')
+    proxy.cut_next_write(after_commit=False)
+    assert not store.answer_pending(session_id, request_id, _answer(request_id, "Bob"), "accepted", '{"name": "Bob"}')
+    assert proxy.cuts == 1
+    pending = store.get_pending(session_id, request_id)
+    assert pending is not None and pending.response == first
+
+
+LOST_ACKNOWLEDGEMENT_CHECKS = (
+    check_a_session_created_once_its_acknowledgement_lost,
+    check_a_pending_request_created_once_its_acknowledgement_lost,
+    check_a_request_state_saved_once_its_acknowledgement_lost,
+    check_a_redemption_survives_its_lost_acknowledgement,
+    check_a_spent_handle_stays_spent_across_a_lost_connection,
+    check_an_answer_recorded_once_its_acknowledgement_lost,
+    check_an_answer_after_another_stays_dropped_across_a_lost_connection,
+)
+"""The checks that take ``(store, proxy)``."""

@@ -1,22 +1,63 @@
-"""The Django store's event log on PostgreSQL (run by scripts/test.sh with
-``MCP_EXAMPLE_DATABASE_URL`` set; on SQLite one writer at a time commits ids in order)."""
+"""The Django store on PostgreSQL (run by scripts/test.sh with ``MCP_EXAMPLE_DATABASE_URL``
+set): its event log (on SQLite one writer at a time commits ids in order), and its writes
+whose acknowledgement a lost connection took."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 import pytest
-from django.db import connection
+from django.db import IntegrityError, connection
 
 from mcp_django.models import MCPEvent
 from mcp_django.store import DjangoStore
-from tests.store_checks import check_a_reader_misses_no_event_committed_late
+from tests.pg_proxy import PostgresProxy
+from tests.store_checks import (
+    LOST_ACKNOWLEDGEMENT_CHECKS,
+    check_a_reader_misses_no_event_committed_late,
+    check_a_session_id_taken_by_another_row_still_conflicts,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.mark.postgres
-def test_a_reader_misses_no_event_committed_late() -> None:
+def _needs_postgresql() -> None:
     if connection.vendor != "postgresql":
         pytest.skip("PostgreSQL only: set MCP_EXAMPLE_DATABASE_URL (scripts/test.sh does)")
+
+
+@pytest.fixture
+def proxy() -> Iterator[PostgresProxy]:
+    """Django's connection goes through a :class:`PostgresProxy` for the test."""
+    _needs_postgresql()
+    settings = connection.settings_dict
+    saved = {key: settings[key] for key in ("HOST", "PORT", "OPTIONS")}
+    connection.close()
+    with PostgresProxy(settings["HOST"] or "127.0.0.1", int(settings["PORT"] or 5432)) as proxy:
+        settings.update(HOST="127.0.0.1", PORT=str(proxy.port), OPTIONS={**saved["OPTIONS"], "sslmode": "disable"})
+        try:
+            yield proxy
+        finally:
+            connection.close()
+            settings.update(saved)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("check", LOST_ACKNOWLEDGEMENT_CHECKS, ids=lambda check: check.__name__[6:])
+def test_a_write_whose_acknowledgement_is_lost(
+    proxy: PostgresProxy, check: Callable[[DjangoStore, PostgresProxy], None]
+) -> None:
+    check(DjangoStore(), proxy)
+
+
+@pytest.mark.postgres
+def test_a_session_id_taken_by_another_row_still_conflicts(proxy: PostgresProxy) -> None:
+    check_a_session_id_taken_by_another_row_still_conflicts(DjangoStore(), proxy, IntegrityError)
+
+
+@pytest.mark.postgres
+def test_a_reader_misses_no_event_committed_late() -> None:
+    _needs_postgresql()
     import psycopg
 
     settings = connection.settings_dict
