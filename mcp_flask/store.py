@@ -14,8 +14,8 @@ import os
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import fields
-from typing import Any, ParamSpec, TypeVar
+from dataclasses import fields, replace
+from typing import Any, ParamSpec, TypeVar, cast, overload
 
 from sqlalchemy import BigInteger, Engine, String, bindparam, create_engine, delete, event, func, insert, select, update
 from sqlalchemy.engine import URL, make_url
@@ -32,11 +32,19 @@ from mcp_common.store import (
     EventRecord,
     PendingRequestRecord,
     RequestStateRecord,
+    Rerun,
     SessionRecord,
     SQLiteWriteLock,
+    answer_recorded,
     column_values,
     overdue,
+    pending_written,
+    record_of,
+    rerun_claim,
+    rerun_insert,
+    same_row,
     serial_writes,
+    session_written,
     stream_lock_key,
 )
 from mcp_flask.models import (
@@ -82,24 +90,39 @@ def _elicitation_record(row: MCPElicitation) -> ElicitationRecord:
     return ElicitationRecord(**values)
 
 
-def _retry(fn: Callable[P, T]) -> Callable[P, T]:
+@overload
+def _retry(fn: Callable[P, T]) -> Callable[P, T]: ...
+
+
+@overload
+def _retry(*, rerun: Rerun) -> Callable[[Callable[P, T]], Callable[P, T]]: ...
+
+
+def _retry(fn: Callable[P, T] | None = None, *, rerun: Rerun | None = None) -> Any:
     """Retry once when the connection itself went bad (a database restart, a dropped socket).
 
     The idle ping (:func:`make_engine`) catches stale connections that rested in the pool;
     this catches the ones that died while in steady use, or between the ping and the
-    statement. Other errors (constraints, a locked SQLite file) are not retried.
+    statement. Other errors (constraints, a locked SQLite file) are not retried. ``rerun``:
+    how a write whose first attempt may have committed runs again (see
+    :data:`mcp_common.store.Rerun`).
     """
 
-    @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-        try:
-            return fn(*args, **kwargs)
-        except DBAPIError as exc:
-            if not exc.connection_invalidated:
-                raise
-            return fn(*args, **kwargs)
+    def decorate(fn: Callable[P, T]) -> Callable[P, T]:
+        @functools.wraps(fn)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+            try:
+                return fn(*args, **kwargs)
+            except DBAPIError as exc:
+                if not exc.connection_invalidated:
+                    raise
+            if rerun is None:
+                return fn(*args, **kwargs)
+            return cast(T, rerun(fn, *args, **kwargs))
 
-    return wrapper
+        return wrapper
+
+    return decorate if fn is None else decorate(fn)
 
 
 # One process's writers take turns on SQLite (see mcp_common.store.serial_writes).
@@ -382,7 +405,7 @@ class SQLAlchemyStore:
     def _session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)
 
-    @_retry
+    @_retry(rerun=rerun_insert(IntegrityError, session_written))
     @_serial_on_sqlite
     def create_session(self, record: SessionRecord) -> None:
         with self._session() as s, s.begin():
@@ -504,7 +527,7 @@ class SQLAlchemyStore:
                 execution_options={"synchronize_session": False},
             )
 
-    @_retry
+    @_retry(rerun=rerun_insert(IntegrityError, pending_written))
     @_serial_on_sqlite
     def create_pending(
         self,
@@ -519,7 +542,7 @@ class SQLAlchemyStore:
             if elicitation is not None:
                 s.add(_elicitation_row(elicitation))
 
-    @_retry
+    @_retry(rerun=rerun_claim(answer_recorded))
     @_serial_on_sqlite
     def answer_pending(
         self,
@@ -721,7 +744,39 @@ class SQLAlchemyStore:
 
     # -- 2026-07-28 request state ------------------------------------------------------------
 
-    @_retry
+    def _state_saved(self, state: RequestStateRecord, elicitations: list[ElicitationRecord]) -> bool:
+        # Its elicitation rows were written in the same transaction.
+        with self._session() as s, s.begin():
+            row = s.get(MCPRequestState, state.state_id)
+            return row is not None and same_row(row, state)
+
+    def _redeemed(
+        self,
+        state_id: str,
+        server_name: str,
+        method: str,
+        target: str,
+        args_digest: str,
+        principal: str | None,
+        now: float,
+        answers: dict[str, tuple[str, str | None]],
+    ) -> RequestStateRecord | None:
+        # The claim marks the state consumed at this call's own moment: bound to this request
+        # and spent at that moment, it was spent by this call (its answers recorded with it).
+        query = select(MCPRequestState).where(
+            MCPRequestState.state_id == state_id,
+            MCPRequestState.consumed == _ts(now),
+            MCPRequestState.server_name == server_name,
+            MCPRequestState.method == method,
+            MCPRequestState.target == target,
+            MCPRequestState.args_digest == args_digest,
+            MCPRequestState.principal.is_not_distinct_from(principal),
+        )
+        with self._session() as s, s.begin():
+            row = s.scalar(query)
+            return None if row is None else replace(record_of(RequestStateRecord, row), consumed=now)
+
+    @_retry(rerun=rerun_insert(IntegrityError, _state_saved))
     @_serial_on_sqlite
     def save_request_state(self, state: RequestStateRecord, elicitations: list[ElicitationRecord]) -> None:
         # Every 2026-07-28 question: its INSERTs in one transaction, on the driver's cursor.
@@ -744,7 +799,7 @@ class SQLAlchemyStore:
                 statement = driver.insert(_INSERT_ELICITATION, tuple(rows[0]))
                 cursor.executemany(statement.sql, [statement.params(row) for row in rows])
 
-    @_retry
+    @_retry(rerun=rerun_claim(_redeemed))
     @_serial_on_sqlite
     def consume_request_state(
         self,

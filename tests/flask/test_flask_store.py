@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -12,11 +13,20 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
 
 from mcp_common.store import GET_STREAM, SessionRecord
 from mcp_flask import SQLAlchemyStore, make_engine, migrate
 from mcp_flask.migrations import current_revision
 from mcp_flask.models import VERSION_TABLE, include_object, metadata
+from tests.flask.conftest import POSTGRES_URL
+from tests.pg_proxy import PostgresProxy
+from tests.store_checks import (
+    LOST_ACKNOWLEDGEMENT_CHECKS,
+    check_a_reader_misses_no_event_committed_late,
+    check_a_session_id_taken_by_another_row_still_conflicts,
+)
 
 
 def _session(
@@ -226,8 +236,33 @@ def test_in_memory_sqlite_is_one_shared_connection() -> None:
 def test_a_reader_misses_no_event_committed_late(store: SQLAlchemyStore, postgres_schema: dict[str, Any]) -> None:
     import psycopg
 
-    from tests.flask.conftest import POSTGRES_URL
-    from tests.store_checks import check_a_reader_misses_no_event_committed_late
-
     with psycopg.connect(POSTGRES_URL, autocommit=True, **postgres_schema["connect_args"]) as admin:
         check_a_reader_misses_no_event_committed_late(store, admin, "mcp_event")
+
+
+@pytest.fixture
+def proxied(engine: Engine, postgres_schema: dict[str, Any]) -> Iterator[tuple[SQLAlchemyStore, PostgresProxy]]:
+    """A store on ``engine``'s PostgreSQL schema whose connections go through a proxy."""
+    url = make_url(POSTGRES_URL)
+    with PostgresProxy(url.host or "127.0.0.1", url.port or 5432) as proxy:
+        connect_args = {**postgres_schema["connect_args"], "sslmode": "disable"}
+        through = make_engine(url.set(host="127.0.0.1", port=proxy.port), {"connect_args": connect_args})
+        try:
+            yield SQLAlchemyStore(through), proxy
+        finally:
+            through.dispose()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+@pytest.mark.parametrize("check", LOST_ACKNOWLEDGEMENT_CHECKS, ids=lambda check: check.__name__[6:])
+def test_a_write_whose_acknowledgement_is_lost(
+    proxied: tuple[SQLAlchemyStore, PostgresProxy], check: Callable[[SQLAlchemyStore, PostgresProxy], None]
+) -> None:
+    check(*proxied)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_a_session_id_taken_by_another_row_still_conflicts(proxied: tuple[SQLAlchemyStore, PostgresProxy]) -> None:
+    check_a_session_id_taken_by_another_row_still_conflicts(*proxied, IntegrityError)
