@@ -165,6 +165,10 @@ class DjangoStore:
         MCPPendingRequest.objects.filter(session_id=session_id).delete()
         return deleted > 0
 
+    # Not idempotent: a re-run after a lost acknowledgement appends the event again (its id is
+    # the database's, so the re-run cannot tell its first attempt's row from another). The
+    # client then receives the message twice: readers stop at a stream's first final event, and
+    # a second answer to a request sent twice is dropped (the first answer wins).
     @_retry
     @_serial_on_sqlite
     def append_event(self, session_id: str, stream_key: str, message: str, final: bool = False) -> int:
