@@ -122,9 +122,10 @@ def view_tool(
     ``name`` defaults to the function's name (``as_view()`` views: the class's, in snake case),
     ``description`` to its docstring. The tool's arguments are the view's own parameters after
     ``request`` (its URL's arguments, typed by their annotations; less those its URL's extra
-    options fill) or ``path_arguments`` (names to types, for class-based views), and ``arguments`` (names to a type or a
-    ``(type, default)`` pair, or a Pydantic model), sent as the query string or a JSON body
-    depending on ``method``. The view is returned unchanged.
+    options fill, and those with a default its URL does not carry) or ``path_arguments`` (names
+    to types, for class-based views), and ``arguments`` (names to a type or a ``(type, default)``
+    pair, or a Pydantic model), sent as the query string or a JSON body depending on ``method``.
+    The view is returned unchanged.
     """
 
     def register(view: V) -> V:
@@ -191,7 +192,7 @@ def _register_view(
     # ``@mcp_django.permission_required`` on the view, above or below this decorator, hides the tool.
     share_permission(view, fn)
     register_tool(server, fn, tool_name, doc, title)
-    _VIEW_TOOLS.setdefault(server, []).append(_ViewTool(tool_name, fn, view, url_name, spec))
+    _VIEW_TOOLS.setdefault(server, []).append(_ViewTool(tool_name, fn, view, url_name, spec, shape))
     return fn
 
 
@@ -220,6 +221,7 @@ class _ViewTool(NamedTuple):
     view: Callable[..., Any]
     url_name: str | None
     spec: ToolArguments
+    shape: _Shape
 
 
 _VIEW_TOOLS: weakref.WeakKeyDictionary[Any, list[_ViewTool]] = weakref.WeakKeyDictionary()
@@ -229,8 +231,10 @@ _VIEW_TOOLS: weakref.WeakKeyDictionary[Any, list[_ViewTool]] = weakref.WeakKeyDi
 def settle_view_tools(server: Any) -> None:
     """Leave out of ``server``'s view tools the path arguments that their URLs' extra options
     fill (``path("report/<int:pk>/", report, {"fmt": "csv"})``: Django passes ``fmt="csv"``,
-    whatever a caller would say). Needs the URLconf, which may still be importing the views at
-    registration: the endpoint calls this when it is built, as it first serves a request."""
+    whatever a caller would say) or, having a default, their URLs do not capture
+    (``path("report/<int:pk>/", report)``: Django passes no ``fmt``). Needs the URLconf, which
+    may still be importing the views at registration: the endpoint calls this when it is built,
+    as it first serves a request."""
     tools = _VIEW_TOOLS.get(server)
     if not tools:
         return
@@ -238,7 +242,7 @@ def settle_view_tools(server: Any) -> None:
         resolver = get_resolver(get_urlconf())
         for tool in tools:
             found = _routes(resolver, tool.view, tool.url_name)
-            spec = tool.spec.without(found.options if found is not None else ())
+            spec = tool.spec.without(found.fixed(tool.spec, tool.shape.order) if found is not None else ())
             if spec.signature != getattr(tool.fn, "__signature__", None):
                 retype_tool(server, tool.name, tool.fn, spec)
     except Exception:
@@ -309,6 +313,10 @@ class _Route(NamedTuple):
     options: frozenset[str]
     """What its extra options fill (``path(..., {"fmt": "csv"})``, an ``include()``'s too)."""
 
+    def captures(self, order: Sequence[str]) -> frozenset[str]:
+        """The view's parameters (``order``: in its order) whose values its URL carries."""
+        return self.named if self.named else frozenset(order[: self.unnamed])
+
 
 class _Routes(NamedTuple):
     targets: tuple[Any, ...]
@@ -319,12 +327,21 @@ class _Routes(NamedTuple):
     unnamed: tuple[str, ...]
     """Namespaces holding an unnamed pattern of the view (Django cannot reverse those)."""
 
-    @property
-    def options(self) -> frozenset[str]:
-        """What the extra options of every route fill: no caller chooses it."""
+    def fixed(self, spec: ToolArguments, order: Sequence[str]) -> frozenset[str]:
+        """The path arguments of ``spec`` no caller chooses: on every route, its extra options
+        fill them or, having a default, its URL does not carry them (Django never passes them)."""
         if not self.routes:
             return frozenset()
-        return frozenset.intersection(*(route.options for route in self.routes))
+        parameters = spec.signature.parameters
+        return frozenset(
+            name
+            for name in spec.path
+            if all(
+                name in route.options
+                or (parameters[name].default is not inspect.Parameter.empty and name not in route.captures(order))
+                for route in self.routes
+            )
+        )
 
 
 _ROUTES: weakref.WeakKeyDictionary[Any, dict[Any, _Routes | None]] = weakref.WeakKeyDictionary()

@@ -170,6 +170,12 @@ def report(request: HttpRequest, pk: int, fmt: str = "html") -> HttpResponse:
 
 
 @view_tool(mcp)
+def ledger(request: HttpRequest, pk: int, fmt: str = "html") -> HttpResponse:
+    """Routed by ``ledgers/<int:pk>/`` only: Django never passes ``fmt``, the view's default applies."""
+    return HttpResponse(f"ledger {pk!r} as {fmt} at {request.path}", content_type="text/plain")
+
+
+@view_tool(mcp)
 def yearbook(request: HttpRequest, year: str) -> HttpResponse:
     """Routed by a ``re_path`` with an unnamed group: Django passes the year positionally."""
     return HttpResponse(f"yearbook {year} at {request.path}", content_type="text/plain")
@@ -385,6 +391,7 @@ urlpatterns = [
     re_path(r"^tags/(?P<slug>[-\w]+)$", tag),
     path("printed/<slug:slug>", printed_edition, {"edition": "print"}),
     path("reports/<int:pk>/", report, {"fmt": "csv"}),
+    path("ledgers/<int:pk>/", ledger),
     re_path(r"^yearbooks/(\d{4})$", yearbook),
     re_path(r"^months/(\d{4})/(\d{2})$", month_page),
     re_path(r"^keyword-years/(\d{4})$", keyword_year),

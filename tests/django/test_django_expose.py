@@ -223,6 +223,20 @@ def test_a_urls_extra_options_reach_the_view_as_django_passes_them_and_are_no_to
 
 
 @pytest.mark.parametrize("path", PATHS)
+def test_a_view_parameter_no_url_captures_keeps_its_default_and_is_no_tool_argument(
+    path: str, shop: dict[str, User]
+) -> None:
+    """``path("ledgers/<int:pk>/", ledger)`` with ``ledger(request, pk, fmt="html")``: Django
+    calls ``ledger(request, pk=3)``, so ``fmt`` is the view's default. The tool reaches the view
+    the same way (it answered 404, its URL having no place for ``fmt``) and does not offer
+    ``fmt`` to a caller, whose value no URL could carry."""
+    caller = Caller(path, "modern", shop["bob"])
+    schema = caller.tools()["ledger"]["inputSchema"]
+    assert set(schema["properties"]) == {"pk"} and schema.get("required") == ["pk"], schema
+    assert text(caller.call("ledger", pk=3)) == "ledger 3 as html at /ledgers/3/"
+
+
+@pytest.mark.parametrize("path", PATHS)
 def test_a_view_whose_url_name_another_view_shares_is_reached(path: str, shop: dict[str, User]) -> None:
     """Two apps' URLs named "detail", included without a namespace: each view's tool reaches
     its own URL (``reverse`` by the view, as before namespaces were looked at, not by the
@@ -301,18 +315,17 @@ def test_a_view_whose_url_cannot_be_built_is_not_run(path: str, shop: dict[str, 
 
 @pytest.mark.parametrize("path", PATHS)
 def test_arguments_the_named_url_does_not_take_are_named_as_the_error(path: str, shop: dict[str, User]) -> None:
-    """``url_name`` names the view's own URL, but the call leaves out an argument it captures,
-    or gives one it does not: the error says so (not that the URL routes to another view)."""
+    """``url_name`` names the view's own URL, but the call leaves out an argument it captures:
+    the error says so (not that the URL routes to another view)."""
     caller = Caller(path, "modern", shop["bob"])
     assert text(caller.call("shelf_page", slug="top", page=2)) == "shelf page 2 of top"
     missing = caller.call("shelf_page", slug="top")
     assert missing["isError"] is True, missing
     assert "another view" not in text(missing) and "catalog:shelf-page" in text(missing), missing
     assert "page" in text(missing).split("catalog:shelf-page")[1], missing
-    assert text(caller.call("aisle_map", slug="top")) == "aisle map top at zoom None"
-    extra = caller.call("aisle_map", slug="top", zoom=3)
-    assert extra["isError"] is True, extra
-    assert "another view" not in text(extra) and "zoom" in text(extra), extra
+    # The zoom, which the URL does not take, is the view's default (None), no tool argument.
+    assert "zoom" not in caller.tools()["aisle_map"]["inputSchema"]["properties"]
+    assert text(caller.call("aisle_map", slug="top", zoom=3)) == "aisle map top at zoom None"
     refused = caller.call("shelf_page", slug="a/b", page=2)  # a value, not the arguments: 404
     assert refused["isError"] is True and text(refused) == "404 Not Found", refused
 
