@@ -83,14 +83,17 @@ def get_tool(server: Any, name: str) -> Any | None:
     return manager.get_tool(name) if manager is not None else None
 
 
-def rebuild_tool(server: Any, name: str) -> None:
-    """Rebuild the ``MCPServer``'s tool ``name`` from its function, whose signature changed
-    since it was registered: its input schema and argument model follow the new one; its
-    title, description, annotations and place among the server's tools stay."""
+def rebuild_tool(server: Any, name: str, fn: Any) -> None:
+    """Rebuild the ``MCPServer``'s tool ``name`` from its function ``fn``, whose signature
+    changed since it was registered: its input schema and argument model follow the new one;
+    its title, description, annotations and place among the server's tools stay. A tool the
+    application removed, or registered again from another function, is left alone."""
     from mcp.server.mcpserver.tools import Tool
 
     tools = server._tool_manager._tools
-    old = tools[name]
+    old = tools.get(name)
+    if old is None or old.fn is not fn:
+        return
     tools[name] = Tool.from_function(
         old.fn,
         name=old.name,

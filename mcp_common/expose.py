@@ -191,7 +191,7 @@ def retype_tool(server: Any, name: str, fn: Callable[..., Any], arguments: ToolA
     """Give the registered tool ``name`` (its :func:`tool_function` ``fn``) the arguments
     ``arguments``: its input schema and argument model follow."""
     _sign(fn, arguments)
-    _sdk.rebuild_tool(server, name)
+    _sdk.rebuild_tool(server, name, fn)
 
 
 def _sign(fn: Callable[..., Any], arguments: ToolArguments) -> None:

@@ -71,7 +71,7 @@ def test_a_tool_is_rebuilt_from_its_functions_new_signature_in_its_place() -> No
 
     signature = inspect.signature(report)
     report.__signature__ = signature.replace(parameters=[signature.parameters["pk"]])  # type: ignore[attr-defined]
-    _sdk.rebuild_tool(server, "report")
+    _sdk.rebuild_tool(server, "report", report)
     tools = _sdk.registered_tools(server)
     assert [tool.name for tool in tools] == ["report", "after"]
     assert set(tools[0].parameters["properties"]) == {"pk"}

@@ -14,6 +14,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import Permission, User
 from django.db import connection
+from django.http import HttpRequest, HttpResponse
 from django.test import override_settings
 
 from example_project.django_site.shop.models import Order
@@ -495,3 +496,49 @@ def test_tools_run_with_the_mcp_requests_script_prefix_and_language(
     assert (seen["link"], seen["language"]) == ("/shop/orders/A-1", "fr")
     if tool == "order_list":
         assert (seen["user"], seen["path"]) == ("alice", "/shop/orders")
+
+
+def test_a_view_tool_the_app_removed_or_replaced_leaves_the_others_narrowed(caplog: pytest.LogCaptureFixture) -> None:
+    """``mcp.remove_tool()`` of a view tool (and another tool registered under its name): the
+    endpoint still narrows the server's other view tools, and leaves the replacement as it was
+    registered, without logging a failure."""
+    from django.urls import path, set_urlconf
+    from mcp.server import MCPServer
+
+    from mcp_common import _sdk
+    from mcp_django import view_tool
+    from mcp_django.expose import settle_view_tools
+
+    server = MCPServer("Removed")
+
+    def removed(request: HttpRequest, pk: int, fmt: str = "html") -> HttpResponse:
+        return HttpResponse(f"removed {pk}")
+
+    def kept(request: HttpRequest, pk: int, fmt: str = "html") -> HttpResponse:
+        return HttpResponse(f"kept {pk} as {fmt}")
+
+    view_tool(server, removed)
+    view_tool(server, removed, name="gone")
+    view_tool(server, kept)
+    server.remove_tool("removed")
+    server.remove_tool("gone")
+
+    @server.tool(name="removed", structured_output=False)
+    def replacement(pk: int, fmt: str = "html") -> dict[str, Any]:
+        return {"pk": pk, "fmt": fmt}
+
+    class urls:  # a URLconf module's stand-in
+        urlpatterns = [
+            path("removed/<int:pk>/", removed, {"fmt": "csv"}),
+            path("kept/<int:pk>/", kept, {"fmt": "csv"}),
+        ]
+
+    set_urlconf(urls)
+    try:
+        settle_view_tools(server)
+    finally:
+        set_urlconf(None)
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
+    assert set(_sdk.get_tool(server, "kept").parameters["properties"]) == {"pk"}
+    replaced = _sdk.get_tool(server, "removed")
+    assert replaced.fn is replacement and replaced.output_schema is None, replaced
