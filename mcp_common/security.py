@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import lru_cache
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from mcp_types import INVALID_REQUEST
 
@@ -13,6 +13,8 @@ from mcp_common.http import HTTPResponse
 from mcp_common.jsonrpc import error_response
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
+
+_DEFAULT_PORTS = {"http": "80", "https": "443"}
 
 
 def split_host(host: str) -> tuple[str, str | None]:
@@ -83,7 +85,7 @@ def origin_allowed(origin: str, host: str, allowed: tuple[str, ...], secure: boo
     if origin == "null":
         return False
     parts = urlsplit(origin)
-    if parts.netloc and parts.netloc == host.strip().lower() and (parts.scheme == "https" or not secure):
+    if parts.netloc and _same_host(parts, host) and (parts.scheme == "https" or not secure):
         return True
     for pattern in allowed:
         pattern = pattern.lower().rstrip("/")
@@ -92,6 +94,17 @@ def origin_allowed(origin: str, host: str, allowed: tuple[str, ...], secure: boo
         if pattern.endswith(":*") and origin.startswith(pattern[:-1]):
             return True
     return False
+
+
+def _same_host(origin: SplitResult, host: str) -> bool:
+    """Whether ``origin`` names the host and port of the ``Host`` header, which may name the
+    port the origin's scheme implies and a browser leaves out (``example.com:443`` behind a
+    proxy that sets ``$host:$server_port``, or werkzeug's ``ProxyFix`` with ``x_port``)."""
+    host = host.strip().lower()
+    if origin.netloc == host:
+        return True
+    name, port = split_host(host)
+    return port is not None and port == _DEFAULT_PORTS.get(origin.scheme) and origin.netloc == name
 
 
 def check_request(

@@ -98,6 +98,29 @@ def test_a_same_host_origin_over_https_must_be_https(origin: str, secure: bool, 
     assert origin_allowed(origin, "api.example.com", (origin,), secure)
 
 
+@pytest.mark.parametrize(
+    ("origin", "host", "secure", "ok"),
+    [
+        # A Host naming the port its scheme implies (a proxy's "$host:$server_port", ProxyFix
+        # with x_port): browsers leave the default port out of Origin; the same origin.
+        ("https://api.example.com", "api.example.com:443", True, True),
+        ("https://api.example.com", "api.example.com:443", False, True),
+        ("http://api.example.com", "api.example.com:80", False, True),
+        # The port the Origin implies is not the Host's: another origin.
+        ("http://api.example.com", "api.example.com:443", False, False),
+        ("https://api.example.com", "api.example.com:80", False, False),
+        ("https://api.example.com", "api.example.com:8443", True, False),
+        ("https://api.example.com:443", "api.example.com:8443", True, False),
+        # Over HTTPS a plain-HTTP page stays another origin, its port named or not.
+        ("http://api.example.com:443", "api.example.com:443", True, False),
+        ("https://[::1]", "[::1]:443", True, True),
+        ("https://other.example.com", "api.example.com:443", True, False),
+    ],
+)
+def test_a_host_naming_the_default_port_is_the_same_origin(origin: str, host: str, secure: bool, ok: bool) -> None:
+    assert origin_allowed(origin, host, (), secure) is ok
+
+
 def test_check_request_statuses() -> None:
     config = MCPConfig(max_body_size=10)
     too_big = check_request(config, {"host": "localhost"}, 11)

@@ -171,6 +171,23 @@ def test_a_same_host_origin_must_be_https_when_the_request_is(secure: bool, orig
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("origin", "status"), [("https://testserver", 200), ("http://testserver", 403)])
+def test_a_host_naming_its_default_port_is_the_same_origin(origin: str, status: int) -> None:
+    """A proxy setting ``Host: $host:$server_port`` sends ``testserver:443``; the browser's
+    Origin leaves the default port out: the same origin (it was refused)."""
+    response = Client().post(
+        "/mcp",
+        json.dumps(LEGACY_INIT),
+        content_type="application/json",
+        secure=True,
+        HTTP_HOST="testserver:443",
+        HTTP_ORIGIN=origin,
+        **HEADERS,
+    )
+    assert response.status_code == status, response.content[:300]
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_bracketed_host_with_a_port_is_served() -> None:
     response = Client().post(
         "/mcp", json.dumps(LEGACY_INIT), content_type="application/json", HTTP_HOST="[::1]:8000", **HEADERS

@@ -352,6 +352,27 @@ def test_a_same_host_origin_must_be_https_when_the_request_is(
             assert response.json["error"] == {"code": -32600, "message": "Invalid Origin header"}  # type: ignore[index]
 
 
+@pytest.mark.parametrize(("origin", "status"), [("https://api.example.com", 200), ("http://api.example.com", 403)])
+def test_behind_proxyfix_a_host_naming_its_default_port_is_the_same_origin(
+    make_app: Callable[..., Flask], fast_config: dict[str, Any], origin: str, status: int
+) -> None:
+    """Behind ``ProxyFix(x_proto=1, x_host=1, x_port=1)`` the Host becomes
+    ``api.example.com:443``; a browser on that site sends ``Origin: https://api.example.com``
+    (it leaves the default port out): the same origin, which the endpoint refused."""
+    from werkzeug.middleware.proxy_fix import ProxyFix
+
+    app = make_app(MCP_ALLOWED_HOSTS=["api.example.com"], **fast_config)
+    app.wsgi_app = ProxyFix(app.wsgi_app, x_proto=1, x_host=1, x_port=1)  # type: ignore[method-assign]
+    MCP(app, server=server)
+    MCP.migrate(app)
+    forwarded = {"X-Forwarded-Proto": "https", "X-Forwarded-Host": "api.example.com", "X-Forwarded-Port": "443"}
+    try:
+        response = _initialize(app.test_client(), Origin=origin, **forwarded)
+        assert response.status_code == status, response.data[:300]
+    finally:
+        get_state(app).close()
+
+
 def test_refusals_are_json(app: Flask) -> None:
     client = app.test_client()
     response = _initialize(client, Host="evil.example")
