@@ -7,11 +7,13 @@ from io import BytesIO
 from typing import Any, ClassVar
 
 from asgiref.sync import sync_to_async
+from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.utils.decorators import classonlymethod
 from django.utils.functional import LazyObject, SimpleLazyObject, empty
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
+from mcp_types import INTERNAL_ERROR
 
 from mcp_common.endpoint import MCPEndpoint
 from mcp_common.http import HTTPRequest, HTTPResponse, environ_headers, read_at_most
@@ -125,7 +127,13 @@ class _Base(View):
         if isinstance(body, HTTPResponse):
             return body
         headers = _headers(request)
-        secure = "origin" in headers and request.is_secure()
+        try:
+            secure = "origin" in headers and request.is_secure()
+        except ImproperlyConfigured:
+            # A malformed SECURE_PROXY_SSL_HEADER: which scheme the request came over is unknown,
+            # and the Origin check needs it. Said to the log, not as Django's HTML error page.
+            logger.exception("The Origin of an MCP request could not be checked")
+            return error_response(500, INTERNAL_ERROR, "Internal server error")
         return HTTPRequest(method=request.method or "GET", headers=headers, body=body, native=request, secure=secure)
 
 

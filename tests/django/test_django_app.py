@@ -171,6 +171,28 @@ def test_a_same_host_origin_must_be_https_when_the_request_is(secure: bool, orig
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("path", ["/mcp-sync", "/mcp-async"])
+def test_a_malformed_secure_proxy_ssl_header_is_a_json_error_not_a_500_page(
+    path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``SECURE_PROXY_SSL_HEADER = "HTTP_X_FORWARDED_PROTO"`` (not a pair): Django cannot tell
+    whether a request came over HTTPS. A request with an Origin, whose check needs to know, gets
+    a JSON-RPC error (it got Django's HTML 500 page) and the log names the setting."""
+    with override_settings(SECURE_PROXY_SSL_HEADER="HTTP_X_FORWARDED_PROTO", ROOT_URLCONF="tests.django.exposed_site"):
+        response = Client(raise_request_exception=False).post(
+            path,
+            json.dumps(LEGACY_INIT),
+            content_type="application/json",
+            HTTP_HOST="testserver",
+            HTTP_ORIGIN="https://testserver",
+            **HEADERS,
+        )
+    assert response.status_code == 500, response.content[:300]
+    assert json.loads(response.content)["error"] == {"code": -32603, "message": "Internal server error"}
+    assert "SECURE_PROXY_SSL_HEADER" in caplog.text
+
+
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(("origin", "status"), [("https://testserver", 200), ("http://testserver", 403)])
 def test_a_host_naming_its_default_port_is_the_same_origin(origin: str, status: int) -> None:
     """A proxy setting ``Host: $host:$server_port`` sends ``testserver:443``; the browser's
