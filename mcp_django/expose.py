@@ -152,7 +152,7 @@ def _register_view(
     title: str | None,
     url_name: str | None = None,
 ) -> Callable[..., Any]:
-    view_class = getattr(view, "view_class", None)
+    view_class = _view_class(view)
     tool_name, spec, doc = describe_view(
         view,
         view_class,
@@ -530,10 +530,28 @@ def _serves(callback: Any, view: Callable[..., Any]) -> bool:
     ``login_required(view)`` in a URLconf does) or one it wraps (``view_tool(mcp,
     csrf_exempt(view))`` of a view routed bare), or an ``as_view()`` of the same class. Two
     wrappers of one function are different views."""
-    view_class = getattr(view, "view_class", None)
+    view_class = _view_class(view)
     if view_class is not None:
-        return getattr(callback, "view_class", None) is view_class
+        if _view_class(callback) is not view_class:
+            return False
+        # A DRF ViewSet's: the pattern runs the same actions for the methods both map (each
+        # view adds "head" to its own when first called, if it maps "get").
+        actions = getattr(view, "actions", None)
+        if not actions:
+            return True
+        routed = getattr(callback, "actions", None) or {}
+        shared = actions.keys() & routed.keys()
+        return bool(shared) and all(routed[method] == actions[method] for method in shared)
     return _wraps(callback, view) or _wraps(view, callback)
+
+
+def _view_class(view: Any) -> type | None:
+    """The class of an ``as_view()`` view: Django's ``view_class``, or the ``cls`` of a DRF
+    ViewSet's ``as_view(actions)``, which sets no ``view_class``."""
+    view_class = getattr(view, "view_class", None)
+    if view_class is None and isinstance(getattr(view, "actions", None), dict):
+        view_class = getattr(view, "cls", None)
+    return view_class if isinstance(view_class, type) else None
 
 
 def _wraps(outer: Any, inner: Any) -> bool:

@@ -542,3 +542,20 @@ def test_a_view_tool_the_app_removed_or_replaced_leaves_the_others_narrowed(capl
     assert set(_sdk.get_tool(server, "kept").parameters["properties"]) == {"pk"}
     replaced = _sdk.get_tool(server, "removed")
     assert replaced.fn is replacement and replaced.output_schema is None, replaced
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_drf_viewsets_actions_are_tools_at_their_routers_urls(path: str, shop: dict[str, User]) -> None:
+    """``view_tool(mcp, ShelfViewSet.as_view({"get": "list"}))`` and its ``retrieve`` action,
+    routed by a DRF router: the list tool takes no argument (it required one named
+    ``request``), and the detail tool's ``pk`` builds the router's URL, whose
+    ``lookup_value_regex`` still refuses what it refuses (the view ran at the MCP path)."""
+    caller = inprocess.Caller("tests.django.viewset_site", path, "modern", shop["bob"])
+    tools = {tool["name"]: tool for tool in caller.tool_list()}
+    assert tools["list_shelves"]["inputSchema"].get("properties", {}) == {}, tools["list_shelves"]
+    listed = caller.call_tool("list_shelves", {})["result"]
+    assert listed["structuredContent"] == {"shelves": ["top", "bottom"], "path": "/api/shelves/"}, listed
+    shelf = caller.call_tool("get_shelf", {"pk": "top"})["result"]
+    assert shelf["structuredContent"] == {"shelf": "top", "path": "/api/shelves/top/"}, shelf
+    refused = caller.call_tool("get_shelf", {"pk": "TOP"})["result"]
+    assert refused["isError"] is True and text(refused) == "404 Not Found", refused

@@ -1,0 +1,45 @@
+"""A DRF ViewSet routed by a router, its actions exposed as tools (``ROOT_URLCONF`` for the
+ViewSet tests of ``test_django_expose``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.urls import include, path
+from mcp.server import MCPServer
+from rest_framework import viewsets
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.routers import DefaultRouter
+
+from mcp_django import view_tool
+from mcp_django.views import AsyncMCPView, MCPView
+
+mcp = MCPServer("ViewSets")
+
+
+class ShelfViewSet(viewsets.ViewSet):
+    """The shop's shelves."""
+
+    renderer_classes = [JSONRenderer]
+    lookup_value_regex = "[a-z]+"
+
+    def list(self, request: Request) -> Response:
+        return Response({"shelves": ["top", "bottom"], "path": request.path})
+
+    def retrieve(self, request: Request, pk: Any = None) -> Response:
+        return Response({"shelf": pk, "path": request.path})
+
+
+view_tool(mcp, ShelfViewSet.as_view({"get": "list"}), name="list_shelves")
+view_tool(mcp, ShelfViewSet.as_view({"get": "retrieve"}), name="get_shelf", path_arguments={"pk": str})
+
+router = DefaultRouter()
+router.register("shelves", ShelfViewSet, basename="shelf")
+
+urlpatterns = [
+    path("api/", include(router.urls)),
+    path("mcp-sync", MCPView.as_view(server="tests.django.viewset_site.mcp")),
+    path("mcp-async", AsyncMCPView.as_view(server="tests.django.viewset_site.mcp")),
+]
