@@ -397,6 +397,10 @@ def _view_call(
                     )
                 continue
             if args:
+                if not match.args and not set(match.kwargs) & set(positional):
+                    # Named groups, none of them the view's parameters: another URL of the view
+                    # (``bins.<str:fmt>`` beside ``bins/<slug:slug>/``), not one for these arguments.
+                    continue
                 _check_positional(match, positional[: len(args)], shape, tool_name)
             # The match's arguments, as Django's handler passes them: the converters' values,
             # and the URL's extra options, which override a captured value of the same name.

@@ -133,6 +133,18 @@ class Shelf(View):
         return HttpResponse(f"shelf {slug} at {request.path}", content_type="text/plain")
 
 
+@view_tool(mcp, name="bin", path_arguments={"slug": str})
+class Bin(View):
+    """Bins and one bin, one class routed by two ``as_view()`` (its list also with a format
+    suffix, as DRF's ``format_suffix_patterns`` adds)."""
+
+    def get(self, request: HttpRequest, slug: str | None = None, fmt: str | None = None) -> HttpResponse:
+        return HttpResponse(f"bin {slug} at {request.path}", content_type="text/plain")
+
+
+bin_list = Bin.as_view()
+
+
 @view_tool(mcp, url_name="catalog:aisle")
 def aisle(request: HttpRequest, slug: str) -> HttpResponse:
     """An aisle, its URL named by ``url_name``."""
@@ -384,6 +396,9 @@ catalog = (
 urlpatterns = [
     path("catalog/", include(catalog)),
     path("shelves/<slug:slug>", Shelf.as_view(), name="shelf"),
+    path("bins/", bin_list),
+    path("bins.<str:fmt>", bin_list),
+    path("bins/<slug:slug>/", Bin.as_view()),
     path("orders", order_list),
     path("orders/<str:number>", order_page),
     path("orders/<str:number>/cancel", cancel_order),

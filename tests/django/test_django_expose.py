@@ -274,6 +274,16 @@ def test_a_view_routed_by_unnamed_groups_gets_its_arguments_positionally(path: s
 
 
 @pytest.mark.parametrize("path", PATHS)
+def test_a_class_routed_twice_is_reached_past_a_pattern_of_the_other_route(path: str, shop: dict[str, User]) -> None:
+    """``Bin`` routed by ``bins/``, ``bins.<str:fmt>`` (one ``as_view()``) and ``bins/<slug:slug>/``
+    (another): the slug fills no group of the first, whose ``fmt`` the tool's slug would fill
+    by position; the tool goes on to the second (it answered that the URL mixes named and
+    unnamed groups)."""
+    caller = Caller(path, "modern", shop["bob"])
+    assert text(caller.call("bin", slug="top")) == "bin top at /bins/top/"
+
+
+@pytest.mark.parametrize("path", PATHS)
 def test_a_view_its_unnamed_groups_cannot_call_is_a_clear_error(path: str, shop: dict[str, User]) -> None:
     """A keyword-only parameter routed by an unnamed group, or a pattern mixing named and
     unnamed groups (Django passes only the named ones): Django itself could not call the view,
