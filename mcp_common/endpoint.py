@@ -169,6 +169,10 @@ class MCPEndpoint:
             raise
         except BaseException as exc:
             if not started.done():
+                # The requests waiting for it fail; the next one enters the lifespan again
+                # (a database not up yet is no reason to fail every request until a restart).
+                if self._started is started:
+                    self._started = self._lifespan_task = None
                 started.set_exception(exc)
             raise
 

@@ -556,3 +556,34 @@ def test_the_servers_lifespan_runs_outside_the_request_that_entered_it() -> None
     finally:
         _APP_STATE.reset(token)
     assert seen["entered"] == (None, None)
+
+
+def test_a_lifespan_that_failed_is_entered_again_by_the_next_request() -> None:
+    """The server's lifespan failed as the first request entered it (its database not up
+    yet): that request fails, and the next one enters the lifespan again rather than failing
+    like it for the life of the process."""
+    attempts: list[int] = []
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_server: Any) -> AsyncIterator[dict[str, Any]]:
+        attempts.append(len(attempts) + 1)
+        if len(attempts) == 1:
+            raise RuntimeError("the database is not up yet")
+        yield {}
+
+    server = MCPServer("Lifespan", lifespan=lifespan)
+
+    @server.tool()
+    def hello() -> str:
+        return "hello"
+
+    point = MCPEndpoint(server, MCPConfig(secret_keys=(SECRET,)), MemoryStore())
+    try:
+        failed = point.handle(modern_call("hello", {}))
+        assert failed.status == 500, failed.body
+        served = point.handle(modern_call("hello", {}))
+        assert served.status == 200, served.body
+        assert json.loads(served.body)["result"]["content"][0]["text"] == "hello", served.body
+        assert attempts == [1, 2]
+    finally:
+        point.close()
