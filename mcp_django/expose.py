@@ -173,8 +173,8 @@ def _register_view(
 
         async def call_async(values: dict[str, Any]) -> CallToolResult:
             try:
-                request, args, kwargs = _request_for(view, shape, spec, method, values, tool_name, url_name)
-                return respond(await view(request, *args, **kwargs))
+                request, callee, args, kwargs = _request_for(view, shape, spec, method, values, tool_name, url_name)
+                return respond(await callee(request, *args, **kwargs))
             except Exception as exc:
                 return _refusal(exc, tool_name)
 
@@ -183,8 +183,8 @@ def _register_view(
 
         def call(values: dict[str, Any]) -> CallToolResult:
             try:
-                request, args, kwargs = _request_for(view, shape, spec, method, values, tool_name, url_name)
-                return respond(view(request, *args, **kwargs))
+                request, callee, args, kwargs = _request_for(view, shape, spec, method, values, tool_name, url_name)
+                return respond(callee(request, *args, **kwargs))
             except Exception as exc:
                 return _refusal(exc, tool_name)
 
@@ -259,8 +259,9 @@ def _request_for(
     values: dict[str, Any],
     tool_name: str,
     url_name: str | None,
-) -> tuple[HttpRequest, tuple[Any, ...], dict[str, Any]]:
-    """The view's request and its positional and keyword arguments for one call, as the caller."""
+) -> tuple[HttpRequest, Callable[..., Any], tuple[Any, ...], dict[str, Any]]:
+    """The view's request, what runs it (see :func:`_callee`) and its positional and keyword
+    arguments for one call, as the caller."""
     path_args, rest = spec.split(values)
     outer = serving_request()
     body = json.dumps(rest, cls=DjangoJSONEncoder).encode() if method in BODY_METHODS else b""
@@ -274,7 +275,7 @@ def _request_for(
         )
     environ.pop("HTTP_CONTENT_LENGTH", None)
     environ.pop("HTTP_CONTENT_TYPE", None)
-    path, args, kwargs = _view_call(view, shape, tool_name, url_name, path_args, outer)
+    path, callee, args, kwargs = _view_call(view, shape, tool_name, url_name, path_args, outer, method)
     environ.update(
         {
             "REQUEST_METHOD": method,
@@ -296,7 +297,7 @@ def _request_for(
             if attribute in outer.__dict__ or hasattr(type(outer), attribute):
                 setattr(request, attribute, getattr(outer, attribute))
     request._dont_enforce_csrf_checks = True  # type: ignore[attr-defined]
-    return request, args, kwargs
+    return request, callee, args, kwargs
 
 
 class UnroutableView(ImproperlyConfigured):
@@ -355,14 +356,15 @@ def _view_call(
     url_name: str | None,
     path_args: dict[str, Any],
     outer: Any,
-) -> tuple[str, tuple[Any, ...], dict[str, Any]]:
-    """The view's path for these path arguments (decoded, as ``request.path_info``) and what
-    Django would call it with there: its URL, built and routed back to it."""
+    method: str,
+) -> tuple[str, Callable[..., Any], tuple[Any, ...], dict[str, Any]]:
+    """The view's path for these path arguments (decoded, as ``request.path_info``), and what
+    Django would call there and with what: its URL, built and routed back to it."""
     resolver = get_resolver(get_urlconf())
     routes = _routes(resolver, view, url_name)
     if routes is None:
         # Routed nowhere (a view written for its tool): no converter to honour.
-        return (outer.path_info if outer is not None else "/"), (), path_args
+        return (outer.path_info if outer is not None else "/"), view, (), path_args
     # An optional argument left unset is no part of the URL (``archive/`` beside
     # ``archive/<int:year>``): the view's own default applies.
     in_url = {name: value for name, value in path_args.items() if value is not None}
@@ -406,7 +408,7 @@ def _view_call(
             # and the URL's extra options, which override a captured value of the same name.
             if not match.args and set(in_url) - set(match.kwargs):
                 continue
-            return path, tuple(match.args), dict(match.kwargs)
+            return path, _callee(match.func, view, method), tuple(match.args), dict(match.kwargs)
     if url_name is not None:
         if not routes.routes:
             raise UnroutableView(f"No URL is named {url_name!r}: fix the url_name of {tool_name}'s view_tool().")
@@ -547,6 +549,37 @@ def _serves(callback: Any, view: Callable[..., Any]) -> bool:
         shared = actions.keys() & routed.keys()
         return bool(shared) and all(routed[method] == actions[method] for method in shared)
     return _wraps(callback, view) or _wraps(view, callback)
+
+
+def _callee(callback: Any, view: Callable[..., Any], method: str) -> Callable[..., Any]:
+    """What runs a call at a URL whose pattern's ``callback`` serves ``view``: the view itself
+    (its own decorators); for a DRF ViewSet's action, the router's view of it, which runs
+    the same action for the tool's method. The router builds that view with the action's
+    options (``@action(permission_classes=[IsAdminUser])``, its ``basename`` and ``detail``),
+    which the tool's own ``as_view({"get": "stock"})`` lacks: with it, the action's
+    permissions never ran."""
+    if iscoroutinefunction(callback) != iscoroutinefunction(view):
+        return view
+    actions = getattr(view, "actions", None)
+    routed = getattr(callback, "actions", None)
+    if not isinstance(actions, dict) or not isinstance(routed, dict) or _decorated(view):
+        # A ViewSet's view the application decorated (``login_required(...)``) keeps what it
+        # added: the router's view has none of it.
+        return view
+    action = actions.get(method.lower())
+    # A method the tool's view does not map: its own view answers 405, not another action.
+    return callback if action is not None and routed.get(method.lower()) == action else view
+
+
+def _decorated(view: Any) -> bool:
+    """Whether a DRF ``as_view(actions)`` view is wrapped by more than DRF wraps it in: its
+    view function and ``csrf_exempt`` around it each carry ``actions`` (a decorator's
+    ``functools.wraps`` copies them), the class's ``dispatch`` below them does not."""
+    carrying = 0
+    while hasattr(view, "actions") and carrying < 100:
+        carrying += 1
+        view = getattr(view, "__wrapped__", None)
+    return carrying > 2
 
 
 def _view_class(view: Any) -> type | None:

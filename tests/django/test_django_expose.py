@@ -569,3 +569,23 @@ def test_a_drf_viewsets_actions_are_tools_at_their_routers_urls(path: str, shop:
     assert shelf["structuredContent"] == {"shelf": "top", "path": "/api/shelves/top/"}, shelf
     refused = caller.call_tool("get_shelf", {"pk": "TOP"})["result"]
     assert refused["isError"] is True and text(refused) == "404 Not Found", refused
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_drf_viewsets_action_keeps_the_permissions_its_router_gives_it(path: str, shop: dict[str, User]) -> None:
+    """``@action(detail=True, permission_classes=[IsAdminUser])``: the router builds the
+    action's view with those permissions, so its tool must run that view, not the tool's own
+    ``as_view({"get": "stock"})``, which has only the class's (anyone read the staff-only stock)."""
+    refused = inprocess.Caller("tests.django.viewset_site", path, "modern", shop["bob"]).call_tool(
+        "shelf_stock", {"pk": "top"}
+    )["result"]
+    assert refused["isError"] is True and text(refused).startswith("403 Forbidden"), refused
+    served = inprocess.Caller("tests.django.viewset_site", path, "modern", shop["clerk"]).call_tool(
+        "shelf_stock", {"pk": "top"}
+    )["result"]
+    assert served["structuredContent"] == {"shelf": "top", "stock": 12, "path": "/api/shelves/top/stock/"}, served
+    # A ViewSet's view the application decorated keeps its decorator (the router's has none).
+    staff_only = inprocess.Caller("tests.django.viewset_site", path, "modern", shop["bob"]).call_tool(
+        "staff_shelves", {}
+    )["result"]
+    assert staff_only["isError"] is True and text(staff_only).startswith("Authentication required"), staff_only

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.decorators import user_passes_test
 from django.urls import include, path
 from mcp.server import MCPServer
 from rest_framework import viewsets
+from rest_framework.decorators import action
+from rest_framework.permissions import IsAdminUser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -31,9 +34,18 @@ class ShelfViewSet(viewsets.ViewSet):
     def retrieve(self, request: Request, pk: Any = None) -> Response:
         return Response({"shelf": pk, "path": request.path})
 
+    @action(detail=True, permission_classes=[IsAdminUser])
+    def stock(self, request: Request, pk: Any = None) -> Response:
+        """A shelf's stock: staff only (the action's own permission, which the router applies)."""
+        return Response({"shelf": pk, "stock": 12, "path": request.path})
+
 
 view_tool(mcp, ShelfViewSet.as_view({"get": "list"}), name="list_shelves")
 view_tool(mcp, ShelfViewSet.as_view({"get": "retrieve"}), name="get_shelf", path_arguments={"pk": str})
+view_tool(mcp, ShelfViewSet.as_view({"get": "stock"}), name="shelf_stock", path_arguments={"pk": str})
+# Decorated by the application: the decorator applies, though the router's view has none.
+staff_only = user_passes_test(lambda user: user.is_staff)
+view_tool(mcp, staff_only(ShelfViewSet.as_view({"get": "list"})), name="staff_shelves")
 
 router = DefaultRouter()
 router.register("shelves", ShelfViewSet, basename="shelf")
