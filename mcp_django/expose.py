@@ -13,13 +13,13 @@ A view tool calls the view with a request of its own: the caller's ``request.use
 ``request.auth``, ``request.session``), the MCP request's headers, the tool's path arguments
 built into the view's URL and passed as Django's resolver passes them (keyword arguments, or
 positional ones for unnamed groups, with the URL's extra options), and its other arguments as
-the query string (GET, HEAD, DELETE) or a JSON body (POST, PUT, PATCH). The view's own decorators (``login_required``,
-``permission_required``, ``require_POST``) apply; the project's middleware does not run again
-(the MCP request went through it) and CSRF is not enforced (the MCP endpoint checks ``Origin``
-and takes only JSON, which a cross-site form cannot send). What the view answers becomes the
-tool's result: JSON as structured content, HTML as its text, a redirect, ``Http404``,
-``PermissionDenied`` or a 4xx as a tool error naming it, and a crash as "500 Internal Server
-Error" with the traceback in the log.
+the query string (GET, HEAD, DELETE) or a JSON body (POST, PUT, PATCH). The view's own
+decorators (``login_required``, ``permission_required``, ``require_POST``) apply, and those its
+URL pattern wraps it in; the project's middleware does not run again (the MCP request went
+through it) and CSRF is not enforced (the MCP endpoint checks ``Origin`` and takes only JSON,
+which a cross-site form cannot send). What the view answers becomes the tool's result: JSON as
+structured content, HTML as its text, a redirect, ``Http404``, ``PermissionDenied`` or a 4xx as
+a tool error naming it, and a crash as "500 Internal Server Error" with the traceback in the log.
 
 Model tools read a model through a queryset that defaults to everything and can be narrowed per
 caller (``queryset=lambda request: Order.objects.filter(owner=request.user)``). They are offered
@@ -553,13 +553,18 @@ def _serves(callback: Any, view: Callable[..., Any]) -> bool:
 
 def _callee(callback: Any, view: Callable[..., Any], method: str) -> Callable[..., Any]:
     """What runs a call at a URL whose pattern's ``callback`` serves ``view``: the view itself
-    (its own decorators); for a DRF ViewSet's action, the router's view of it, which runs
+    (its own decorators), or the callback where that wraps it (the URLconf's decorators too);
+    for a DRF ViewSet's action, the router's view of it, which runs
     the same action for the tool's method. The router builds that view with the action's
     options (``@action(permission_classes=[IsAdminUser])``, its ``basename`` and ``detail``),
     which the tool's own ``as_view({"get": "stock"})`` lacks: with it, the action's
     permissions never ran."""
     if iscoroutinefunction(callback) != iscoroutinefunction(view):
         return view
+    if callback is not view and _wraps(callback, view):
+        # The URLconf decorates the view (``permission_required(...)(view)``): Django runs that
+        # check at the URL, and so does the tool.
+        return callback
     actions = getattr(view, "actions", None)
     routed = getattr(callback, "actions", None)
     if not isinstance(actions, dict) or not isinstance(routed, dict) or _decorated(view):

@@ -261,6 +261,12 @@ def shelf_label(request: HttpRequest, slug: str) -> HttpResponse:
 view_tool(mcp, csrf_exempt(shelf_label), name="shelf_label")
 
 
+@view_tool(mcp)
+def stock_count(request: HttpRequest, slug: str) -> JsonResponse:
+    """An item's stock: its URL (below) lets only clerks read it, as a URLconf may guard a view."""
+    return JsonResponse({"slug": slug, "count": 3})
+
+
 @mcp.tool()
 def where_am_i() -> dict[str, str]:
     """A plain SDK tool: where reverse() and the active language point."""
@@ -423,6 +429,7 @@ urlpatterns = [
     path("archive/", archive),
     path("archive/<int:year>", archive),
     path("labels/<slug:slug>", shelf_label),
+    path("stock-counts/<slug:slug>", permission_required("shop.change_order", raise_exception=True)(stock_count)),
     path("blog/", include([path("<slug:slug>", blog_post, name="detail")])),
     path("news/", include([path("<slug:slug>", news_story, name="detail")])),
     path("mcp-sync", MCPView.as_view(server="tests.django.exposed_site.mcp")),

@@ -589,3 +589,14 @@ def test_a_drf_viewsets_action_keeps_the_permissions_its_router_gives_it(path: s
         "staff_shelves", {}
     )["result"]
     assert staff_only["isError"] is True and text(staff_only).startswith("Authentication required"), staff_only
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_view_tool_runs_the_decorators_its_url_wraps_the_view_in(path: str, shop: dict[str, User]) -> None:
+    """``path("stock-counts/<slug:slug>", permission_required(...)(stock_count))``: Django runs
+    the permission check there, and so must the tool of ``stock_count`` (it ran the bare view,
+    and anyone read what the URL lets only clerks read)."""
+    refused = Caller(path, "modern", shop["bob"]).call_tool("stock_count", {"slug": "bolts"})
+    assert refused["result"]["isError"] is True and text(refused["result"]) == "403 Forbidden", refused
+    served = Caller(path, "modern", shop["clerk"]).call_tool("stock_count", {"slug": "bolts"})
+    assert served["result"]["structuredContent"] == {"slug": "bolts", "count": 3}, served
