@@ -166,6 +166,10 @@ class MCPEndpoint:
                     started.set_result(None)
                     await self._heartbeat()
         except asyncio.CancelledError:
+            if not started.done():
+                # close() while the lifespan was starting: the requests waiting for it get an
+                # error, rather than waiting forever (their worker threads with them).
+                started.set_exception(RuntimeError(f"MCP endpoint {self.name!r} closed as its lifespan started"))
             raise
         except BaseException as exc:
             if not started.done():

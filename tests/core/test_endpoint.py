@@ -558,6 +558,17 @@ def test_the_servers_lifespan_runs_outside_the_request_that_entered_it() -> None
     assert seen["entered"] == (None, None)
 
 
+def _hello_endpoint(lifespan: Any) -> MCPEndpoint:
+    """An endpoint of a server with ``lifespan`` and one tool, ``hello``."""
+    server = MCPServer("Lifespan", lifespan=lifespan)
+
+    @server.tool()
+    def hello() -> str:
+        return "hello"
+
+    return MCPEndpoint(server, MCPConfig(secret_keys=(SECRET,)), MemoryStore())
+
+
 def test_a_lifespan_that_failed_is_entered_again_by_the_next_request() -> None:
     """The server's lifespan failed as the first request entered it (its database not up
     yet): that request fails, and the next one enters the lifespan again rather than failing
@@ -571,13 +582,7 @@ def test_a_lifespan_that_failed_is_entered_again_by_the_next_request() -> None:
             raise RuntimeError("the database is not up yet")
         yield {}
 
-    server = MCPServer("Lifespan", lifespan=lifespan)
-
-    @server.tool()
-    def hello() -> str:
-        return "hello"
-
-    point = MCPEndpoint(server, MCPConfig(secret_keys=(SECRET,)), MemoryStore())
+    point = _hello_endpoint(lifespan)
     try:
         failed = point.handle(modern_call("hello", {}))
         assert failed.status == 500, failed.body
@@ -587,3 +592,29 @@ def test_a_lifespan_that_failed_is_entered_again_by_the_next_request() -> None:
         assert attempts == [1, 2]
     finally:
         point.close()
+
+
+def test_a_request_waiting_for_the_lifespan_is_answered_when_the_endpoint_closes() -> None:
+    """``close()`` while the server's lifespan is still starting (its database slow to
+    answer): the request waiting for it gets an error, rather than waiting forever (its
+    worker thread with it)."""
+    entered = threading.Event()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_server: Any) -> AsyncIterator[dict[str, Any]]:
+        entered.set()
+        await anyio.sleep_forever()
+        yield {}
+
+    point = _hello_endpoint(lifespan)
+    answered: list[HTTPResponse] = []
+    waiting = threading.Thread(target=lambda: answered.append(point.handle(modern_call("hello", {}))), daemon=True)
+    try:
+        waiting.start()
+        assert entered.wait(5)
+    finally:
+        point.close()
+    waiting.join(5)
+    assert answered, "the request still waits for a lifespan that close() ended"
+    assert answered[0].status == 500, answered[0].body
+    assert json.loads(answered[0].body)["error"]["message"] == "Internal server error", answered[0].body
