@@ -178,6 +178,10 @@ class MCPEndpoint:
                 if self._started is started:
                     self._started = self._lifespan_task = None
                 started.set_exception(exc)
+                if isinstance(exc, Exception):
+                    # Theirs to log: raised here too, asyncio would log it once more, as "Task
+                    # exception was never retrieved", at every failed attempt.
+                    return
             raise
 
     async def _heartbeat(self) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import gc
 import json
+import logging
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -618,3 +620,24 @@ def test_a_request_waiting_for_the_lifespan_is_answered_when_the_endpoint_closes
     assert answered, "the request still waits for a lifespan that close() ended"
     assert answered[0].status == 500, answered[0].body
     assert json.loads(answered[0].body)["error"]["message"] == "Internal server error", answered[0].body
+
+
+def test_a_lifespan_that_failed_is_logged_once_by_the_request_it_failed(caplog: pytest.LogCaptureFixture) -> None:
+    """The lifespan's error goes to the requests waiting for it, which log it: its task does
+    not raise it again, for asyncio to log once more at every failed attempt as "Task
+    exception was never retrieved" (an error of asyncio's own, to all appearances)."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_server: Any) -> AsyncIterator[dict[str, Any]]:
+        raise RuntimeError("the database is not up yet")
+        yield {}
+
+    point = _hello_endpoint(lifespan)
+    try:
+        with caplog.at_level(logging.ERROR):
+            assert point.handle(modern_call("hello", {})).status == 500
+            gc.collect()  # the ended task, which asyncio logs on its way out if it raised
+    finally:
+        point.close()
+    logged = [(record.name, record.getMessage()) for record in caplog.records]
+    assert logged == [("mcp_common", "MCP endpoint 'Lifespan' failed to serve a request")], logged
