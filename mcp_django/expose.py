@@ -424,6 +424,14 @@ def _view_call(
             f"{routes.unnamed[0]!r}, which Django cannot reverse: name its URL pattern, or pass "
             "url_name= to its view_tool()."
         )
+    if not path_args and not any(_fits(route, {}, []) for route in routes.routes):
+        # No call of the tool can reach the view: how it was registered is wrong, not the call
+        # (a class-based view, or a DRF ViewSet's detail action, without path_arguments).
+        raise UnroutableView(
+            f"The URL of {tool_name} takes {_takes(routes.routes)}, and the tool takes no path "
+            "arguments: pass path_arguments= to its view_tool() (a class-based view's are not read "
+            "from its methods)."
+        )
     # Routed, but no URL of the view admits these arguments: Django would answer 404, and the
     # view must not get a value its URL's converters refuse ("../" for a slug).
     raise Http404

@@ -600,3 +600,16 @@ def test_a_view_tool_runs_the_decorators_its_url_wraps_the_view_in(path: str, sh
     assert refused["result"]["isError"] is True and text(refused["result"]) == "403 Forbidden", refused
     served = Caller(path, "modern", shop["clerk"]).call_tool("stock_count", {"slug": "bolts"})
     assert served["result"]["structuredContent"] == {"slug": "bolts", "count": 3}, served
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_view_tool_without_the_path_arguments_its_url_takes_says_so(path: str, shop: dict[str, User]) -> None:
+    """A ViewSet's detail action registered without ``path_arguments``: every call of its tool
+    answered "404 Not Found", as if the caller had asked for a shelf that is not there."""
+    caller = inprocess.Caller("tests.django.viewset_site", path, "modern", shop["bob"])
+    refused = caller.call_tool("get_shelf_unaddressed", {})["result"]
+    assert refused["isError"] is True, refused
+    assert text(refused) == (
+        "The URL of get_shelf_unaddressed takes pk or format, pk, and the tool takes no path arguments: "
+        "pass path_arguments= to its view_tool() (a class-based view's are not read from its methods)."
+    ), refused

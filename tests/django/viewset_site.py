@@ -43,6 +43,8 @@ class ShelfViewSet(viewsets.ViewSet):
 view_tool(mcp, ShelfViewSet.as_view({"get": "list"}), name="list_shelves")
 view_tool(mcp, ShelfViewSet.as_view({"get": "retrieve"}), name="get_shelf", path_arguments={"pk": str})
 view_tool(mcp, ShelfViewSet.as_view({"get": "stock"}), name="shelf_stock", path_arguments={"pk": str})
+# A detail action without its path_arguments: routed, but no call can build its URL.
+view_tool(mcp, ShelfViewSet.as_view({"get": "retrieve"}), name="get_shelf_unaddressed")
 # Decorated by the application: the decorator applies, though the router's view has none.
 staff_only = user_passes_test(lambda user: user.is_staff)
 view_tool(mcp, staff_only(ShelfViewSet.as_view({"get": "list"})), name="staff_shelves")
