@@ -561,7 +561,8 @@ def _serves(callback: Any, view: Callable[..., Any]) -> bool:
 
 def _callee(callback: Any, view: Callable[..., Any], method: str) -> Callable[..., Any]:
     """What runs a call at a URL whose pattern's ``callback`` serves ``view``: the view itself
-    (its own decorators), or the callback where that wraps it (the URLconf's decorators too);
+    (its own decorators), or the callback where that wraps it or is the URL's ``as_view()``
+    of a class the tool was given bare (the URLconf's decorators too);
     for a DRF ViewSet's action, the router's view of it, which runs
     the same action for the tool's method. The router builds that view with the action's
     options (``@action(permission_classes=[IsAdminUser])``, its ``basename`` and ``detail``),
@@ -572,6 +573,16 @@ def _callee(callback: Any, view: Callable[..., Any], method: str) -> Callable[..
     if callback is not view and _wraps(callback, view):
         # The URLconf decorates the view (``permission_required(...)(view)``): Django runs that
         # check at the URL, and so does the tool.
+        return callback
+    view_class = getattr(view, "view_class", None)
+    if (
+        view_class is not None
+        and not hasattr(view, "__wrapped__")
+        and not getattr(view, "view_initkwargs", None)
+        and getattr(callback, "view_class", None) is view_class
+    ):
+        # The tool's own plain ``as_view()`` of a class the URLconf routes decorated, or with
+        # options (``permission_required(...)(Crate.as_view())``): Django runs the URL's there.
         return callback
     actions = getattr(view, "actions", None)
     routed = getattr(callback, "actions", None)

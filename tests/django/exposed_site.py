@@ -145,6 +145,15 @@ class Bin(View):
 bin_list = Bin.as_view()
 
 
+@view_tool(mcp, path_arguments={"slug": str})
+class Crate(View):
+    """A crate's contents: its URL (below) lets only clerks read them, as a URLconf may guard a
+    class-based view."""
+
+    def get(self, request: HttpRequest, slug: str) -> JsonResponse:
+        return JsonResponse({"crate": slug, "items": 4})
+
+
 @view_tool(mcp, url_name="catalog:aisle")
 def aisle(request: HttpRequest, slug: str) -> HttpResponse:
     """An aisle, its URL named by ``url_name``."""
@@ -430,6 +439,7 @@ urlpatterns = [
     path("archive/<int:year>", archive),
     path("labels/<slug:slug>", shelf_label),
     path("stock-counts/<slug:slug>", permission_required("shop.change_order", raise_exception=True)(stock_count)),
+    path("crates/<slug:slug>", permission_required("shop.change_order", raise_exception=True)(Crate.as_view())),
     path("blog/", include([path("<slug:slug>", blog_post, name="detail")])),
     path("news/", include([path("<slug:slug>", news_story, name="detail")])),
     path("mcp-sync", MCPView.as_view(server="tests.django.exposed_site.mcp")),

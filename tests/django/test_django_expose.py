@@ -613,3 +613,13 @@ def test_a_view_tool_without_the_path_arguments_its_url_takes_says_so(path: str,
         "The URL of get_shelf_unaddressed takes pk or format, pk, and the tool takes no path arguments: "
         "pass path_arguments= to its view_tool() (a class-based view's are not read from its methods)."
     ), refused
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_class_based_view_tool_runs_the_decorators_its_url_wraps_it_in(path: str, shop: dict[str, User]) -> None:
+    """``view_tool(mcp, Crate)`` of ``permission_required(...)(Crate.as_view())`` in the
+    URLconf: the tool ran its own ``as_view()``, past the URL's permission check."""
+    refused = Caller(path, "modern", shop["bob"]).call_tool("crate", {"slug": "c1"})["result"]
+    assert refused["isError"] is True and text(refused) == "403 Forbidden", refused
+    served = Caller(path, "modern", shop["clerk"]).call_tool("crate", {"slug": "c1"})["result"]
+    assert served["structuredContent"] == {"crate": "c1", "items": 4}, served
