@@ -196,8 +196,13 @@ class MCPEndpoint:
                 if not private:
                     await self.db(self.store.beat_worker, worker_id(), now)
                 await self.db(self.store.expire_elicitations, now)
-            except RuntimeError:
-                return  # the process is shutting down (its database threads are gone)
+            except RuntimeError as exc:
+                if str(exc).startswith("cannot schedule new futures"):
+                    return  # the process is shutting down (its database threads are gone)
+                # Any other RuntimeError (NotImplementedError, RecursionError, a driver's) is a
+                # failed beat like the rest: a heartbeat that stopped here would let the other
+                # workers take this live one for dead and end its streams.
+                logger.warning("MCP heartbeat failed; retrying", exc_info=True)
             except Exception:
                 logger.warning("MCP heartbeat failed; retrying", exc_info=True)
             await asyncio.sleep(self.config.heartbeat_interval)

@@ -641,3 +641,46 @@ def test_a_lifespan_that_failed_is_logged_once_by_the_request_it_failed(caplog: 
         point.close()
     logged = [(record.name, record.getMessage()) for record in caplog.records]
     assert logged == [("mcp_common", "MCP endpoint 'Lifespan' failed to serve a request")], logged
+
+
+class FailsOnceWithARuntimeError(SharedDatabase):
+    """A shared store whose first expiry sweep raises a ``RuntimeError`` subclass."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.beats = 0
+        self.sweeps = 0
+
+    def beat_worker(self, worker: str, now: float) -> None:
+        self.beats += 1
+        super().beat_worker(worker, now)
+
+    def expire_elicitations(self, now: float) -> int:
+        self.sweeps += 1
+        if self.sweeps == 1:
+            raise NotImplementedError("not yet")
+        return super().expire_elicitations(now)
+
+
+def test_a_beat_that_fails_with_a_runtime_error_does_not_stop_the_heartbeat(caplog: pytest.LogCaptureFixture) -> None:
+    """Only the process's shutdown ends the heartbeat: had a failed beat stopped it, the other
+    workers would take this live worker for dead and end its streams."""
+    store = FailsOnceWithARuntimeError()
+    point = endpoint(store, heartbeat_interval=0.01)
+    try:
+        initialize(point)
+        deadline = time.monotonic() + 5
+        while store.beats < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert store.beats >= 3
+        assert "MCP heartbeat failed; retrying" in caplog.text
+        # Its database threads gone (as at the interpreter's exit), it ends, quietly.
+        task = point._lifespan_task
+        assert task is not None and not task.done()
+        assert point._executor is not None
+        point._executor.shutdown()
+        while not task.done() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert task.done() and not task.cancelled() and task.exception() is None
+    finally:
+        point.close()
