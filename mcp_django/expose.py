@@ -363,6 +363,14 @@ def _view_call(
     resolver = get_resolver(get_urlconf())
     routes = _routes(resolver, view, url_name)
     if routes is None:
+        rewrapped = _rewrapped(resolver, view)
+        if rewrapped is not None:
+            # ``view_tool(mcp, csrf_exempt(view))`` of ``path(..., login_required(view))``:
+            # neither runs the other's decorators, and the bare call skipped the URL's check.
+            raise UnroutableView(
+                f"The view of {tool_name} is routed wrapped in other decorators than its tool's "
+                f"({rewrapped}): pass view_tool() the URL's view, or route the tool's."
+            )
         # Routed nowhere (a view written for its tool): no converter to honour.
         return (outer.path_info if outer is not None else "/"), view, (), path_args
     # An optional argument left unset is no part of the URL (``archive/`` beside
@@ -613,6 +621,27 @@ def _view_class(view: Any) -> type | None:
     if view_class is None and isinstance(getattr(view, "actions", None), dict):
         view_class = getattr(view, "cls", None)
     return view_class if isinstance(view_class, type) else None
+
+
+def _rewrapped(resolver: Any, view: Callable[..., Any]) -> str | None:
+    """The route of a URL pattern whose callback wraps the function ``view`` wraps in other
+    decorators (``login_required(f)`` routed, ``csrf_exempt(f)`` the tool's); ``None``: none does."""
+    if _view_class(view) is not None:
+        return None
+    inner = _innermost(view)
+    for pattern, _namespaces, chain in _patterns(resolver.url_patterns, (), ()):
+        if _innermost(pattern.callback) is inner:
+            return "".join(str(part.pattern) for part in (*chain, pattern))
+    return None
+
+
+def _innermost(view: Any) -> Any:
+    """The function at the bottom of ``view``'s ``__wrapped__`` chain."""
+    seen = 0
+    while hasattr(view, "__wrapped__") and seen < 100:  # a chain that loops: give up
+        view = view.__wrapped__
+        seen += 1
+    return view
 
 
 def _wraps(outer: Any, inner: Any) -> bool:

@@ -276,6 +276,15 @@ def stock_count(request: HttpRequest, slug: str) -> JsonResponse:
     return JsonResponse({"slug": slug, "count": 3})
 
 
+def bin_count(request: HttpRequest, slug: str) -> JsonResponse:
+    """A bin's count: its URL (below) lets only clerks read it; its tool wraps it otherwise, as
+    ``view_tool(mcp, csrf_exempt(view))`` of a view routed ``login_required(view)`` would."""
+    return JsonResponse({"bin": slug, "count": 7})
+
+
+view_tool(mcp, csrf_exempt(bin_count), name="bin_count")
+
+
 @mcp.tool()
 def where_am_i() -> dict[str, str]:
     """A plain SDK tool: where reverse() and the active language point."""
@@ -439,6 +448,7 @@ urlpatterns = [
     path("archive/<int:year>", archive),
     path("labels/<slug:slug>", shelf_label),
     path("stock-counts/<slug:slug>", permission_required("shop.change_order", raise_exception=True)(stock_count)),
+    path("bin-counts/<slug:slug>", permission_required("shop.change_order", raise_exception=True)(bin_count)),
     path("crates/<slug:slug>", permission_required("shop.change_order", raise_exception=True)(Crate.as_view())),
     path("blog/", include([path("<slug:slug>", blog_post, name="detail")])),
     path("news/", include([path("<slug:slug>", news_story, name="detail")])),

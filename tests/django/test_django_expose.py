@@ -623,3 +623,19 @@ def test_a_class_based_view_tool_runs_the_decorators_its_url_wraps_it_in(path: s
     assert refused["isError"] is True and text(refused) == "403 Forbidden", refused
     served = Caller(path, "modern", shop["clerk"]).call_tool("crate", {"slug": "c1"})["result"]
     assert served["structuredContent"] == {"crate": "c1", "items": 4}, served
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_view_tool_wrapped_otherwise_than_its_url_does_not_skip_the_urls_decorators(
+    path: str, shop: dict[str, User]
+) -> None:
+    """``view_tool(mcp, csrf_exempt(bin_count))`` of a view routed
+    ``permission_required(...)(bin_count)``: neither wraps the other, so the tool counted as
+    routed nowhere and ran the view past the URL's permission check, for any caller."""
+    for user in ("bob", "clerk"):
+        refused = Caller(path, "modern", shop[user]).call_tool("bin_count", {"slug": "b1"})["result"]
+        assert refused["isError"] is True, refused
+        assert text(refused) == (
+            "The view of bin_count is routed wrapped in other decorators than its tool's "
+            "(bin-counts/<slug:slug>): pass view_tool() the URL's view, or route the tool's."
+        ), refused
