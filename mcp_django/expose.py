@@ -367,10 +367,7 @@ def _view_call(
         if rewrapped is not None:
             # ``view_tool(mcp, csrf_exempt(view))`` of ``path(..., login_required(view))``:
             # neither runs the other's decorators, and the bare call skipped the URL's check.
-            raise UnroutableView(
-                f"The view of {tool_name} is routed wrapped in other decorators than its tool's "
-                f"({rewrapped}): pass view_tool() the URL's view, or route the tool's."
-            )
+            raise _rewrapped_view(tool_name, rewrapped)
         # Routed nowhere (a view written for its tool): no converter to honour.
         return (outer.path_info if outer is not None else "/"), view, (), path_args
     # An optional argument left unset is no part of the URL (``archive/`` beside
@@ -416,7 +413,12 @@ def _view_call(
             # and the URL's extra options, which override a captured value of the same name.
             if not match.args and set(in_url) - set(match.kwargs):
                 continue
-            return path, _callee(match.func, view, method), tuple(match.args), dict(match.kwargs)
+            callee = _callee(match.func, view, method)
+            if callee is not match.func and _adds_decorators(match.func, view):
+                # The URL runs checks the tool's own view lacks (``permission_required(...)(
+                # Crate.as_view())`` routed, ``csrf_exempt(Crate.as_view())`` the tool's).
+                raise _rewrapped_view(tool_name, match.route)
+            return path, callee, tuple(match.args), dict(match.kwargs)
     if url_name is not None:
         if not routes.routes:
             raise UnroutableView(f"No URL is named {url_name!r}: fix the url_name of {tool_name}'s view_tool().")
@@ -621,6 +623,28 @@ def _view_class(view: Any) -> type | None:
     if view_class is None and isinstance(getattr(view, "actions", None), dict):
         view_class = getattr(view, "cls", None)
     return view_class if isinstance(view_class, type) else None
+
+
+def _rewrapped_view(tool_name: str, route: str) -> UnroutableView:
+    return UnroutableView(
+        f"The view of {tool_name} is routed wrapped in other decorators than its tool's "
+        f"({route}): pass view_tool() the URL's view, or route the tool's."
+    )
+
+
+def _adds_decorators(callback: Any, view: Callable[..., Any]) -> bool:
+    """Whether a URL pattern's ``callback`` runs decorators that ``view`` does not: it wraps
+    ``view``, or it is a decorated ``as_view()`` of the view's class that ``view`` does not
+    wrap. (A DRF view's own ``csrf_exempt``, around every one, is none.)"""
+    if _wraps(view, callback):
+        return False
+    if _wraps(callback, view):
+        return True
+    return (
+        hasattr(callback, "__wrapped__")
+        and getattr(callback, "view_class", None) is not None
+        and not hasattr(callback, "cls")
+    )
 
 
 def _rewrapped(resolver: Any, view: Callable[..., Any]) -> str | None:

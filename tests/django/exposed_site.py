@@ -154,6 +154,17 @@ class Crate(View):
         return JsonResponse({"crate": slug, "items": 4})
 
 
+class Hamper(View):
+    """A hamper's contents: its URL (below) lets only clerks read them; its tool wraps its own
+    ``as_view()`` otherwise, as ``view_tool(mcp, csrf_exempt(Hamper.as_view()))`` would."""
+
+    def get(self, request: HttpRequest, slug: str) -> JsonResponse:
+        return JsonResponse({"hamper": slug, "items": 5})
+
+
+view_tool(mcp, csrf_exempt(Hamper.as_view()), name="hamper", path_arguments={"slug": str})
+
+
 @view_tool(mcp, url_name="catalog:aisle")
 def aisle(request: HttpRequest, slug: str) -> HttpResponse:
     """An aisle, its URL named by ``url_name``."""
@@ -449,6 +460,7 @@ urlpatterns = [
     path("labels/<slug:slug>", shelf_label),
     path("stock-counts/<slug:slug>", permission_required("shop.change_order", raise_exception=True)(stock_count)),
     path("bin-counts/<slug:slug>", permission_required("shop.change_order", raise_exception=True)(bin_count)),
+    path("hampers/<slug:slug>", permission_required("shop.change_order", raise_exception=True)(Hamper.as_view())),
     path("crates/<slug:slug>", permission_required("shop.change_order", raise_exception=True)(Crate.as_view())),
     path("blog/", include([path("<slug:slug>", blog_post, name="detail")])),
     path("news/", include([path("<slug:slug>", news_story, name="detail")])),

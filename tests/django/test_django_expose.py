@@ -626,16 +626,21 @@ def test_a_class_based_view_tool_runs_the_decorators_its_url_wraps_it_in(path: s
 
 
 @pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize(
+    ("tool", "arguments", "route"),
+    [("bin_count", {"slug": "b1"}, "bin-counts/<slug:slug>"), ("hamper", {"slug": "h1"}, "hampers/<slug:slug>")],
+)
 def test_a_view_tool_wrapped_otherwise_than_its_url_does_not_skip_the_urls_decorators(
-    path: str, shop: dict[str, User]
+    path: str, tool: str, arguments: dict[str, Any], route: str, shop: dict[str, User]
 ) -> None:
     """``view_tool(mcp, csrf_exempt(bin_count))`` of a view routed
-    ``permission_required(...)(bin_count)``: neither wraps the other, so the tool counted as
-    routed nowhere and ran the view past the URL's permission check, for any caller."""
+    ``permission_required(...)(bin_count)``, and ``csrf_exempt(Hamper.as_view())`` of a class
+    routed ``permission_required(...)(Hamper.as_view())``: neither runs the other's decorators,
+    and the tool ran its own view past the URL's permission check, for any caller."""
     for user in ("bob", "clerk"):
-        refused = Caller(path, "modern", shop[user]).call_tool("bin_count", {"slug": "b1"})["result"]
+        refused = Caller(path, "modern", shop[user]).call_tool(tool, arguments)["result"]
         assert refused["isError"] is True, refused
         assert text(refused) == (
-            "The view of bin_count is routed wrapped in other decorators than its tool's "
-            "(bin-counts/<slug:slug>): pass view_tool() the URL's view, or route the tool's."
+            f"The view of {tool} is routed wrapped in other decorators than its tool's "
+            f"({route}): pass view_tool() the URL's view, or route the tool's."
         ), refused
