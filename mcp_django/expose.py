@@ -587,7 +587,7 @@ def _callee(callback: Any, view: Callable[..., Any], method: str) -> Callable[..
     view_class = getattr(view, "view_class", None)
     if (
         view_class is not None
-        and not hasattr(view, "__wrapped__")
+        and not _decorated_as_view(view)
         and not getattr(view, "view_initkwargs", None)
         and getattr(callback, "view_class", None) is view_class
     ):
@@ -640,11 +640,18 @@ def _adds_decorators(callback: Any, view: Callable[..., Any]) -> bool:
         return False
     if _wraps(callback, view):
         return True
-    return (
-        hasattr(callback, "__wrapped__")
-        and getattr(callback, "view_class", None) is not None
-        and not hasattr(callback, "cls")
-    )
+    return getattr(callback, "view_class", None) is not None and _decorated_as_view(callback)
+
+
+def _decorated_as_view(view: Any) -> bool:
+    """Whether an ``as_view()`` view is wrapped in more than its framework wraps it in: Django's
+    in nothing, DRF's (it sets ``cls``) in ``csrf_exempt``."""
+    own = 1 if hasattr(view, "cls") else 0
+    depth = 0
+    while hasattr(view, "__wrapped__") and depth <= own:
+        view = view.__wrapped__
+        depth += 1
+    return depth > own
 
 
 def _rewrapped(resolver: Any, view: Callable[..., Any]) -> str | None:

@@ -644,3 +644,14 @@ def test_a_view_tool_wrapped_otherwise_than_its_url_does_not_skip_the_urls_decor
             f"The view of {tool} is routed wrapped in other decorators than its tool's "
             f"({route}): pass view_tool() the URL's view, or route the tool's."
         ), refused
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_drf_view_tool_runs_the_decorators_its_url_wraps_it_in(path: str, shop: dict[str, User]) -> None:
+    """``view_tool(mcp, Till)`` of a DRF ``APIView`` routed
+    ``permission_required(...)(Till.as_view())``: DRF's ``as_view()`` is ``csrf_exempt`` already,
+    so the tool's own view counted as decorated and ran past the URL's permission check."""
+    refused = inprocess.Caller("tests.django.viewset_site", path, "modern", shop["bob"]).call_tool("till", {})
+    assert refused["result"]["isError"] is True and text(refused["result"]) == "403 Forbidden", refused
+    served = inprocess.Caller("tests.django.viewset_site", path, "modern", shop["clerk"]).call_tool("till", {})
+    assert served["result"]["structuredContent"] == {"takings": 42}, served

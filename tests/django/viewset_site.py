@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.decorators import user_passes_test
+from django.contrib.auth.decorators import permission_required, user_passes_test
 from django.urls import include, path
 from mcp.server import MCPServer
 from rest_framework import viewsets
@@ -15,6 +15,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import DefaultRouter
+from rest_framework.views import APIView
 
 from mcp_django import view_tool
 from mcp_django.views import AsyncMCPView, MCPView
@@ -49,11 +50,25 @@ view_tool(mcp, ShelfViewSet.as_view({"get": "retrieve"}), name="get_shelf_unaddr
 staff_only = user_passes_test(lambda user: user.is_staff)
 view_tool(mcp, staff_only(ShelfViewSet.as_view({"get": "list"})), name="staff_shelves")
 
+
+class Till(APIView):
+    """The till's takings: its URL (below) lets only clerks read them, as a URLconf may guard a
+    DRF view."""
+
+    renderer_classes = [JSONRenderer]
+
+    def get(self, request: Request) -> Response:
+        return Response({"takings": 42})
+
+
+view_tool(mcp, Till, name="till")
+
 router = DefaultRouter()
 router.register("shelves", ShelfViewSet, basename="shelf")
 
 urlpatterns = [
     path("api/", include(router.urls)),
+    path("till/", permission_required("shop.change_order", raise_exception=True)(Till.as_view())),
     path("mcp-sync", MCPView.as_view(server="tests.django.viewset_site.mcp")),
     path("mcp-async", AsyncMCPView.as_view(server="tests.django.viewset_site.mcp")),
 ]
