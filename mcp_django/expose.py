@@ -380,6 +380,7 @@ def _view_call(
         # order of the view's parameters, as Django passes them.
         attempts.append(([path_args[name] for name in positional], {}))
     prefix = get_script_prefix()
+    guarded: str | None = None
     for target in routes.targets:
         for args, kwargs in attempts:
             try:
@@ -416,9 +417,13 @@ def _view_call(
             callee = _callee(match.func, view, method)
             if callee is not match.func and _adds_decorators(match.func, view):
                 # The URL runs checks the tool's own view lacks (``permission_required(...)(
-                # Crate.as_view())`` routed, ``csrf_exempt(Crate.as_view())`` the tool's).
-                raise _rewrapped_view(tool_name, match.route)
+                # Crate.as_view())`` routed, ``csrf_exempt(Crate.as_view())`` the tool's):
+                # another URL of the view may serve it without them, as it would a browser.
+                guarded = guarded or match.route
+                break
             return path, callee, tuple(match.args), dict(match.kwargs)
+    if guarded is not None:
+        raise _rewrapped_view(tool_name, guarded)
     if url_name is not None:
         if not routes.routes:
             raise UnroutableView(f"No URL is named {url_name!r}: fix the url_name of {tool_name}'s view_tool().")

@@ -165,6 +165,17 @@ class Hamper(View):
 view_tool(mcp, csrf_exempt(Hamper.as_view()), name="hamper", path_arguments={"slug": str})
 
 
+class Basket(View):
+    """A basket: routed guarded for the back office and open for the shop (below); its tool
+    wraps its own ``as_view()``, and reaches it at the open URL."""
+
+    def get(self, request: HttpRequest, slug: str) -> JsonResponse:
+        return JsonResponse({"basket": slug, "path": request.path})
+
+
+view_tool(mcp, csrf_exempt(Basket.as_view()), name="basket", path_arguments={"slug": str})
+
+
 @view_tool(mcp, url_name="catalog:aisle")
 def aisle(request: HttpRequest, slug: str) -> HttpResponse:
     """An aisle, its URL named by ``url_name``."""
@@ -461,6 +472,8 @@ urlpatterns = [
     path("stock-counts/<slug:slug>", permission_required("shop.change_order", raise_exception=True)(stock_count)),
     path("bin-counts/<slug:slug>", permission_required("shop.change_order", raise_exception=True)(bin_count)),
     path("hampers/<slug:slug>", permission_required("shop.change_order", raise_exception=True)(Hamper.as_view())),
+    path("office/baskets/<slug:slug>", permission_required("shop.view_order", raise_exception=True)(Basket.as_view())),
+    path("baskets/<slug:slug>", Basket.as_view()),
     path("crates/<slug:slug>", permission_required("shop.change_order", raise_exception=True)(Crate.as_view())),
     path("blog/", include([path("<slug:slug>", blog_post, name="detail")])),
     path("news/", include([path("<slug:slug>", news_story, name="detail")])),

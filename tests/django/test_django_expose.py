@@ -655,3 +655,14 @@ def test_a_drf_view_tool_runs_the_decorators_its_url_wraps_it_in(path: str, shop
     assert refused["result"]["isError"] is True and text(refused["result"]) == "403 Forbidden", refused
     served = inprocess.Caller("tests.django.viewset_site", path, "modern", shop["clerk"]).call_tool("till", {})
     assert served["result"]["structuredContent"] == {"takings": 42}, served
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_view_tool_wrapped_otherwise_than_one_url_reaches_its_view_at_another(
+    path: str, shop: dict[str, User]
+) -> None:
+    """``csrf_exempt(Basket.as_view())`` of a class routed guarded first and open after: the
+    tool is not refused for the guarded URL while the open one serves it, as a browser's
+    request there would be served."""
+    served = Caller(path, "modern", shop["bob"]).call_tool("basket", {"slug": "k1"})["result"]
+    assert served["structuredContent"] == {"basket": "k1", "path": "/baskets/k1"}, served
