@@ -8,6 +8,7 @@ processes, so it cannot serve a multi-worker deployment.
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import hashlib
 import itertools
@@ -340,6 +341,45 @@ def answer_recorded(
     return found is not None and found.response == response
 
 
+def state_saved(store: SessionStore, state: RequestStateRecord, elicitations: list[ElicitationRecord]) -> bool:
+    """``save_request_state(...)`` committed (for :func:`rerun_insert`); its elicitation rows
+    were written in the same transaction."""
+    found = store.get_request_state(state.state_id)
+    return found is not None and same_row(found, state)
+
+
+def state_redeemed(
+    store: SessionStore,
+    state_id: str,
+    server_name: str,
+    method: str,
+    target: str,
+    args_digest: str,
+    principal: str | None,
+    now: float,
+    answers: dict[str, tuple[str, str | None]],
+) -> RequestStateRecord | None:
+    """What ``consume_request_state(...)`` returned when it committed (for :func:`rerun_claim`),
+    else ``None``. The claim marks the state consumed at this call's own moment: bound to this
+    request and spent at that moment (to the column's microsecond), it was spent by this call,
+    its answers recorded with it."""
+    found = store.get_request_state(state_id)
+    if (
+        found is None
+        or found.consumed is None
+        or _microseconds(found.consumed) != _microseconds(now)
+        or (found.server_name, found.method, found.target, found.args_digest, found.principal)
+        != (server_name, method, target, args_digest, principal)
+    ):
+        return None
+    return replace(found, consumed=now)
+
+
+def _microseconds(moment: float) -> dt.datetime:
+    """A moment as a timestamp column keeps it (to the microsecond)."""
+    return dt.datetime.fromtimestamp(moment, dt.UTC)
+
+
 @dataclass(frozen=True)
 class ElicitationRecord:
     """One question asked to a user, in either protocol era."""
@@ -529,6 +569,10 @@ class SessionStore(Protocol):
         answer)}``) on the elicitations it asked, and mark those it asked that are still
         pending ``expired`` (:data:`UNANSWERED_DETAIL`). ``None`` (and nothing written)
         otherwise."""
+        ...
+
+    def get_request_state(self, state_id: str) -> RequestStateRecord | None:
+        """The state as stored, consumed or not (the re-run of a lost redemption reads it)."""
         ...
 
     def elicitations_for_state(self, state_id: str) -> list[ElicitationRecord]: ...
@@ -778,6 +822,10 @@ class MemoryStore:
                             row, status="expired", detail=UNANSWERED_DETAIL, updated=now
                         )
             return state
+
+    def get_request_state(self, state_id: str) -> RequestStateRecord | None:
+        with self._lock:
+            return self._states.get(state_id)
 
     def elicitations_for_state(self, state_id: str) -> list[ElicitationRecord]:
         return sorted((r for r in self._elicitations.values() if r.state_id == state_id), key=lambda r: r.created)

@@ -10,7 +10,7 @@ import contextlib
 import datetime as dt
 import functools
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import fields, replace
+from dataclasses import fields
 from typing import Any, TypeVar, cast, overload
 
 from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError, connections, router, transaction
@@ -35,9 +35,10 @@ from mcp_common.store import (
     record_of,
     rerun_claim,
     rerun_insert,
-    same_row,
     serial_writes,
     session_written,
+    state_redeemed,
+    state_saved,
     stream_lock_key,
 )
 from mcp_django.models import (
@@ -344,36 +345,12 @@ class DjangoStore:
 
     # -- 2026-07-28 request state ------------------------------------------------------------
 
-    def _state_saved(self, state: RequestStateRecord, elicitations: list[ElicitationRecord]) -> bool:
-        # Its elicitation rows were written in the same transaction.
-        row = MCPRequestState.objects.filter(state_id=state.state_id).first()
-        return row is not None and same_row(row, state)
+    @_retry
+    def get_request_state(self, state_id: str) -> RequestStateRecord | None:
+        row = MCPRequestState.objects.filter(state_id=state_id).first()
+        return None if row is None else record_of(RequestStateRecord, row)
 
-    def _redeemed(
-        self,
-        state_id: str,
-        server_name: str,
-        method: str,
-        target: str,
-        args_digest: str,
-        principal: str | None,
-        now: float,
-        answers: dict[str, tuple[str, str | None]],
-    ) -> RequestStateRecord | None:
-        # The claim marks the state consumed at this call's own moment: bound to this request
-        # and spent at that moment, it was spent by this call (its answers recorded with it).
-        row = MCPRequestState.objects.filter(
-            state_id=state_id,
-            consumed=_ts(now),
-            server_name=server_name,
-            method=method,
-            target=target,
-            args_digest=args_digest,
-            principal=principal,
-        ).first()
-        return None if row is None else replace(record_of(RequestStateRecord, row), consumed=now)
-
-    @_retry(rerun=rerun_insert(IntegrityError, _state_saved))
+    @_retry(rerun=rerun_insert(IntegrityError, state_saved))
     @_serial_on_sqlite
     def save_request_state(self, state: RequestStateRecord, elicitations: list[ElicitationRecord]) -> None:
         connection = connections[_alias()]
@@ -397,7 +374,7 @@ class DjangoStore:
             for row in rows:
                 _insert(cursor, connection, MCPElicitation, row)
 
-    @_retry(rerun=rerun_claim(_redeemed))
+    @_retry(rerun=rerun_claim(state_redeemed))
     @_serial_on_sqlite
     def consume_request_state(
         self,

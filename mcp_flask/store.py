@@ -14,7 +14,7 @@ import os
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import fields, replace
+from dataclasses import fields
 from typing import Any, ParamSpec, TypeVar, cast, overload
 
 from sqlalchemy import BigInteger, Engine, String, bindparam, create_engine, delete, event, func, insert, select, update
@@ -42,9 +42,10 @@ from mcp_common.store import (
     record_of,
     rerun_claim,
     rerun_insert,
-    same_row,
     serial_writes,
     session_written,
+    state_redeemed,
+    state_saved,
     stream_lock_key,
 )
 from mcp_flask.models import (
@@ -748,39 +749,13 @@ class SQLAlchemyStore:
 
     # -- 2026-07-28 request state ------------------------------------------------------------
 
-    def _state_saved(self, state: RequestStateRecord, elicitations: list[ElicitationRecord]) -> bool:
-        # Its elicitation rows were written in the same transaction.
+    @_retry
+    def get_request_state(self, state_id: str) -> RequestStateRecord | None:
         with self._session() as s, s.begin():
-            row = s.get(MCPRequestState, state.state_id)
-            return row is not None and same_row(row, state)
+            row = s.get(MCPRequestState, state_id)
+            return None if row is None else record_of(RequestStateRecord, row)
 
-    def _redeemed(
-        self,
-        state_id: str,
-        server_name: str,
-        method: str,
-        target: str,
-        args_digest: str,
-        principal: str | None,
-        now: float,
-        answers: dict[str, tuple[str, str | None]],
-    ) -> RequestStateRecord | None:
-        # The claim marks the state consumed at this call's own moment: bound to this request
-        # and spent at that moment, it was spent by this call (its answers recorded with it).
-        query = select(MCPRequestState).where(
-            MCPRequestState.state_id == state_id,
-            MCPRequestState.consumed == _ts(now),
-            MCPRequestState.server_name == server_name,
-            MCPRequestState.method == method,
-            MCPRequestState.target == target,
-            MCPRequestState.args_digest == args_digest,
-            MCPRequestState.principal.is_not_distinct_from(principal),
-        )
-        with self._session() as s, s.begin():
-            row = s.scalar(query)
-            return None if row is None else replace(record_of(RequestStateRecord, row), consumed=now)
-
-    @_retry(rerun=rerun_insert(IntegrityError, _state_saved))
+    @_retry(rerun=rerun_insert(IntegrityError, state_saved))
     @_serial_on_sqlite
     def save_request_state(self, state: RequestStateRecord, elicitations: list[ElicitationRecord]) -> None:
         # Every 2026-07-28 question: its INSERTs in one transaction, on the driver's cursor.
@@ -803,7 +778,7 @@ class SQLAlchemyStore:
                 statement = driver.insert(_INSERT_ELICITATION, tuple(rows[0]))
                 cursor.executemany(statement.sql, [statement.params(row) for row in rows])
 
-    @_retry(rerun=rerun_claim(_redeemed))
+    @_retry(rerun=rerun_claim(state_redeemed))
     @_serial_on_sqlite
     def consume_request_state(
         self,
