@@ -7,6 +7,7 @@ from io import BytesIO
 from typing import Any, ClassVar
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.utils.decorators import classonlymethod
@@ -65,11 +66,16 @@ def _principal(user: Any) -> str | None:
 
 
 def raw_host(request: HttpRequest) -> str:
-    """The Host header, or what Django's ``get_host()`` falls back to (HTTP/1.0, test client).
+    """The host Django's ``get_host()`` validates, unvalidated: ``X-Forwarded-Host`` when
+    ``USE_X_FORWARDED_HOST`` is on and a proxy sent one (the ``Host`` header then names the app
+    server behind it), else the Host header, else what Django falls back to (HTTP/1.0, test
+    client).
 
     Only a missing header falls back: an empty one is what was sent, and is refused.
     """
     meta = request.META
+    if settings.USE_X_FORWARDED_HOST and "HTTP_X_FORWARDED_HOST" in meta:
+        return str(meta["HTTP_X_FORWARDED_HOST"])
     if "HTTP_HOST" in meta:
         return str(meta["HTTP_HOST"])
     name, port = str(meta.get("SERVER_NAME", "")), str(meta.get("SERVER_PORT", ""))
@@ -213,8 +219,6 @@ class AsyncMCPView(_Base):
 
 def default_view(**initkwargs: Any) -> Any:
     """``MCPView`` or ``AsyncMCPView``, by ``MCP["ASYNC_VIEW"]`` (default: async under ASGI)."""
-    from django.conf import settings
-
     use_async = mcp_settings.ASYNC_VIEW
     if use_async is None:
         use_async = bool(getattr(settings, "ASGI_APPLICATION", None))

@@ -121,6 +121,46 @@ def test_djangos_host_verdict_follows_its_settings() -> None:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("forwarded", "origin", "status"),
+    [
+        ("public.example", "https://public.example", 200),
+        ("public.example", "https://internal", 403),  # the proxy's own name is not this site's
+        ("evil.example", "https://evil.example", 421),
+    ],
+)
+def test_behind_a_proxy_the_host_is_the_one_django_uses(forwarded: str, origin: str, status: int) -> None:
+    """``USE_X_FORWARDED_HOST``: Django takes the public name from ``X-Forwarded-Host`` (the
+    ``Host`` header names the app server behind the proxy). The MCP checks take the same name,
+    for the Host check and for an Origin's same-host rule, on both eras (a browser client
+    behind such a proxy was refused with 421)."""
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": MODERN_META}}
+    modern = {"HTTP_MCP_PROTOCOL_VERSION": "2026-07-28", "HTTP_MCP_METHOD": "tools/list"}
+    proxy = {
+        "USE_X_FORWARDED_HOST": True,
+        "ALLOWED_HOSTS": ["public.example"],
+        "SECURE_PROXY_SSL_HEADER": ("HTTP_X_FORWARDED_PROTO", "https"),
+    }
+    for middleware in (None, []):
+        settings = proxy if middleware is None else {**proxy, "MIDDLEWARE": middleware}
+        with override_settings(**settings):
+            for body, headers in ((LEGACY_INIT, {}), (listing, modern)):
+                response = Client().post(
+                    "/mcp",
+                    json.dumps(body),
+                    content_type="application/json",
+                    HTTP_HOST="internal:8000",
+                    HTTP_X_FORWARDED_HOST=forwarded,
+                    HTTP_X_FORWARDED_PROTO="https",
+                    HTTP_ORIGIN=origin,
+                    **HEADERS,
+                    **headers,
+                )
+                assert response.status_code == status, (middleware, body["method"], response.content[:300])
+                assert response["Content-Type"].startswith("application/json")
+
+
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("host", ["", "[::1]x", "[::1]:80:80"])
 def test_the_view_refuses_bad_hosts_without_any_middleware(host: str) -> None:
     with override_settings(MIDDLEWARE=[]):
