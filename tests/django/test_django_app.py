@@ -129,7 +129,8 @@ def test_djangos_host_verdict_follows_its_settings() -> None:
         ("evil.example", "https://evil.example", 421),
     ],
 )
-def test_behind_a_proxy_the_host_is_the_one_django_uses(forwarded: str, origin: str, status: int) -> None:
+@pytest.mark.parametrize("path", ["/mcp-sync", "/mcp-async"])
+def test_behind_a_proxy_the_host_is_the_one_django_uses(path: str, forwarded: str, origin: str, status: int) -> None:
     """``USE_X_FORWARDED_HOST``: Django takes the public name from ``X-Forwarded-Host`` (the
     ``Host`` header names the app server behind the proxy). The MCP checks take the same name,
     for the Host check and for an Origin's same-host rule, on both eras (a browser client
@@ -140,13 +141,14 @@ def test_behind_a_proxy_the_host_is_the_one_django_uses(forwarded: str, origin: 
         "USE_X_FORWARDED_HOST": True,
         "ALLOWED_HOSTS": ["public.example"],
         "SECURE_PROXY_SSL_HEADER": ("HTTP_X_FORWARDED_PROTO", "https"),
+        "ROOT_URLCONF": "tests.django.exposed_site",
     }
     for middleware in (None, []):
         settings = proxy if middleware is None else {**proxy, "MIDDLEWARE": middleware}
         with override_settings(**settings):
             for body, headers in ((LEGACY_INIT, {}), (listing, modern)):
                 response = Client().post(
-                    "/mcp",
+                    path,
                     json.dumps(body),
                     content_type="application/json",
                     HTTP_HOST="internal:8000",
