@@ -155,6 +155,24 @@ BARE_OF = {
 async view, what Django's ASGI handler costs by itself); the SDK: Django's under gunicorn."""
 
 
+def target_label(spec: TargetSpec, threads: int, thread_counts: list[int]) -> str:
+    """A target's name in the results: with several ``--threads`` counts, a gunicorn target
+    runs once per count, as ``<name>/t<count>``."""
+    if spec.server == "gunicorn" and len(thread_counts) > 1:
+        return f"{spec.name}/t{threads}"
+    return spec.name
+
+
+def _bare_label(target: str, thread_counts: list[int]) -> str:
+    name, _, suffix = target.partition("/")
+    bare = BARE_OF[name]
+    if suffix:  # a gunicorn target at one thread count: its own process's bare view
+        return f"{bare}/{suffix}"
+    if len(thread_counts) > 1 and TARGETS[bare].server == "gunicorn":
+        return f"{bare}/t{thread_counts[0]}"
+    return bare
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((HOST, 0))
@@ -172,14 +190,16 @@ class Server:
         gunicorn_extra: list[str],
         logs: Path,
         database: str = "sqlite",
+        label: str | None = None,
     ) -> None:
         self.spec = spec
+        self.label = label or spec.name
         self.workers = workers
         self.database = database
         self.postgres_db: str | None = None
         self.port = free_port()
-        self.data_dir = tempfile.mkdtemp(prefix=f"mcp-bench-{spec.name}-")
-        self.log_path = logs / f"{spec.name}-w{workers}.log"
+        self.data_dir = tempfile.mkdtemp(prefix=f"mcp-bench-{self.label.replace('/', '-')}-")
+        self.log_path = logs / f"{self.label.replace('/', '-')}-w{workers}.log"
         self.command = spec.command(self.port, workers, threads, gunicorn_extra)
         self.process: subprocess.Popen[bytes] | None = None
         self._log: Any = None
@@ -198,7 +218,7 @@ class Server:
     def start(self) -> None:
         self._log = open(self.log_path, "ab")  # noqa: SIM115 (closed in stop())
         if self.database == "postgres" and self.spec.framework in ("django", "flask"):
-            self.postgres_db = f"mcp_bench_{self.spec.name.replace('-', '_')}_{os.getpid()}"
+            self.postgres_db = f"mcp_bench_{self.label.replace('-', '_').replace('/', '_')}_{os.getpid()}"
             postgres_admin(f'DROP DATABASE IF EXISTS "{self.postgres_db}"', f'CREATE DATABASE "{self.postgres_db}"')
         env = self.env()
         self.spec.prepare(env, self._log)
@@ -226,13 +246,13 @@ class Server:
 
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"{self.spec.name} exited with {self.process.returncode}; see {self.log_path}")
+                raise RuntimeError(f"{self.label} exited with {self.process.returncode}; see {self.log_path}")
             # Several successes in a row: every worker has booted, or nearly.
             if all(asyncio.run(probe()) for _ in range(3 * self.workers)):
                 time.sleep(0.5)
                 return
             time.sleep(0.2)
-        raise RuntimeError(f"{self.spec.name} did not answer within {timeout:.0f} s; see {self.log_path}")
+        raise RuntimeError(f"{self.label} did not answer within {timeout:.0f} s; see {self.log_path}")
 
     def processes(self) -> list[psutil.Process]:
         if self.process is None:
@@ -301,7 +321,7 @@ def postgres_admin(*statements: str) -> None:
 def running(servers: list[Server]) -> Iterator[list[Server]]:
     try:
         for server in servers:
-            print(f"  starting {server.spec.name} ({server.workers} worker(s)) on port {server.port}", file=sys.stderr)
+            print(f"  starting {server.label} ({server.workers} worker(s)) on port {server.port}", file=sys.stderr)
             server.start()
         yield servers
     finally:
@@ -340,7 +360,7 @@ def run_cell(server: Server, workload: str, concurrency: int, args: argparse.Nam
     cell["server_cpu_pct"] = 100 * cpu / result.duration
     cell["rss_mib"] = server.rss_mib()
     if server.process is not None and server.process.poll() is not None:
-        raise RuntimeError(f"{server.spec.name} died during {workload}; see {server.log_path}")
+        raise RuntimeError(f"{server.label} died during {workload}; see {server.log_path}")
     return cell
 
 
@@ -352,9 +372,11 @@ def _median(values: list[float | None]) -> float | None:
     return statistics.median(present) if present else None
 
 
-def summarize(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def summarize(cells: list[dict[str, Any]], thread_counts: list[int] | None = None) -> list[dict[str, Any]]:
     """One row per (workload, concurrency, workers, target): medians over rounds, and the
-    medians of the per-round ratios to the framework's bare view and to the SDK."""
+    medians of the per-round ratios to the framework's bare view (at the same thread count)
+    and to the SDK."""
+    thread_counts = thread_counts or [8]
     by_key: dict[tuple[Any, ...], dict[str, Any]] = {}
     for cell in cells:
         key = (cell["workload"], cell["concurrency"], cell["workers"], cell["target"], cell["round"])
@@ -386,7 +408,7 @@ def summarize(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
         vs_bare, vs_sdk = [], []
         for cell in group:
             mine = rps(workload, concurrency, workers, target, cell["round"])
-            bare = rps("bare", concurrency, workers, BARE_OF[target], cell["round"])
+            bare = rps("bare", concurrency, workers, _bare_label(target, thread_counts), cell["round"])
             sdk = rps(workload, concurrency, workers, "sdk-uvicorn", cell["round"])
             if workload != "bare" and mine is not None and bare:
                 vs_bare.append(mine / bare)
@@ -409,7 +431,12 @@ def summarize(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
         rows.append(row)
     order = {w: i for i, w in enumerate(WORKLOADS)}
     targets = list(TARGETS)
-    rows.sort(key=lambda r: (r["workers"], order[r["workload"]], r["concurrency"], targets.index(r["target"])))
+
+    def place(target: str) -> tuple[int, int]:
+        name, _, suffix = target.partition("/")
+        return targets.index(name), int(suffix[1:]) if suffix else 0
+
+    rows.sort(key=lambda r: (r["workers"], order[r["workload"]], r["concurrency"], place(r["target"])))
     return rows
 
 
@@ -421,7 +448,7 @@ def _fmt(value: float | None, digits: int = 1, width: int = 8) -> str:
 
 def table(rows: list[dict[str, Any]]) -> str:
     header = (
-        f"{'workload':<14}{'C':>4}{'W':>3}  {'target':<16}{'rps':>9}{'p50 ms':>9}{'p99 ms':>9}{'errors':>7}"
+        f"{'workload':<14}{'C':>4}{'W':>3}  {'target':<19}{'rps':>9}{'p50 ms':>9}{'p99 ms':>9}{'errors':>7}"
         f"{'CPU ms/op':>10}{'RSS MiB':>9}{'gen CPU%':>9}{'x bare':>8}{'x sdk':>7}{'resumed':>8}"
     )
     lines = [header, "-" * len(header)]
@@ -431,7 +458,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         if previous is not None and group != previous:
             lines.append("")
         previous = group
-        start = f"{row['workload']:<14}{row['concurrency']:>4}{row['workers']:>3}  {row['target']:<16}"
+        start = f"{row['workload']:<14}{row['concurrency']:>4}{row['workers']:>3}  {row['target']:<19}"
         if "na" in row:
             lines.append(f"{start}{'n/a':>9}  ({row['na']})")
             continue
@@ -504,7 +531,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--workloads", help=f"comma-separated, of: {', '.join(WORKLOADS)}")
     parser.add_argument("--concurrency", help="comma-separated virtual clients per cell (overrides the mode)")
     parser.add_argument("--workers", help="comma-separated worker counts (overrides the mode)")
-    parser.add_argument("--threads", type=int, default=8, help="threads per gunicorn gthread worker (default 8)")
+    parser.add_argument(
+        "--threads",
+        help="comma-separated threads per gunicorn gthread worker (default 8); with several, each "
+        "gunicorn target runs once per count (named <target>/t<count>), in the same rounds",
+    )
     parser.add_argument(
         "--no-retry-wait",
         action="store_true",
@@ -533,11 +564,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.workload_list = listed(args.workloads, WORKLOADS, list(WORKLOADS))
     args.concurrency_list = listed(args.concurrency, None, [1, 8, 32] if args.full else [8], int)
     args.workers_list = listed(args.workers, None, [1, 2] if args.full else [1], int)
+    args.threads_list = listed(args.threads, None, [8], int)
     args.rounds = args.rounds or 3
     if args.rounds < 1 or args.duration <= 0 or args.warmup < 0:
         parser.error("--rounds must be >= 1, --duration > 0, --warmup >= 0")
-    if min(args.concurrency_list) < 1 or min(args.workers_list) < 1:
-        parser.error("concurrency and workers must be >= 1")
+    if min(args.concurrency_list) < 1 or min(args.workers_list) < 1 or min(args.threads_list) < 1:
+        parser.error("concurrency, workers and threads must be >= 1")
     return args
 
 
@@ -567,8 +599,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     cells: list[dict[str, Any]] = []
     started = time.monotonic()
+    # A gunicorn target once per thread count (interleaved in every round), the others once.
+    variants = [
+        (spec, threads) for spec in specs for threads in args.threads_list[: None if spec.server == "gunicorn" else 1]
+    ]
     for workers in args.workers_list:
-        servers = [Server(spec, workers, args.threads, gunicorn_extra, logs, args.database) for spec in specs]
+        servers = [
+            Server(
+                spec,
+                workers,
+                threads,
+                gunicorn_extra,
+                logs,
+                args.database,
+                target_label(spec, threads, args.threads_list),
+            )
+            for spec, threads in variants
+        ]
         with running(servers):
             for round_ in range(1, args.rounds + 1):
                 for workload, concurrency in plan:
@@ -578,7 +625,7 @@ def main(argv: list[str] | None = None) -> int:
                             "workload": workload,
                             "concurrency": concurrency,
                             "workers": workers,
-                            "target": server.spec.name,
+                            "target": server.label,
                         }
                         reason = server.spec.unsupported(workload, workers)
                         if reason == "no bare view":
@@ -589,12 +636,12 @@ def main(argv: list[str] | None = None) -> int:
                         cell = {**base, **run_cell(server, workload, concurrency, args)}
                         cells.append(cell)
                         print(
-                            f"  r{round_} W{workers} {workload:<13} C={concurrency:<3} {server.spec.name:<16} "
+                            f"  r{round_} W{workers} {workload:<13} C={concurrency:<3} {server.label:<19} "
                             f"{cell['rps']:9.1f}/s  p50 {_fmt(cell['p50_ms'], 2, 0)} ms  errors {cell['errors']}  "
                             f"gen CPU {cell['gen_cpu_pct']:.0f} %",
                             file=sys.stderr,
                         )
-    rows = summarize(cells)
+    rows = summarize(cells, args.threads_list)
     report = {
         "started": stamp,
         "seconds": time.monotonic() - started,
@@ -606,8 +653,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(
         f"MCP endpoints, medians of {args.rounds} round(s) x {args.duration:g} s, "
-        f"{os.cpu_count()} CPUs, gunicorn gthread {args.threads} threads/worker, {args.database}"
-        + ("; streams resumed without waiting for retry:" if args.no_retry_wait else "")
+        f"{os.cpu_count()} CPUs, gunicorn gthread {'/'.join(map(str, args.threads_list))} threads/worker, "
+        f"{args.database}" + ("; streams resumed without waiting for retry:" if args.no_retry_wait else "")
     )
     print(table(rows))
     for line in notes(rows):
