@@ -445,6 +445,12 @@ def install_resolver_context(tool_context: Any) -> None:
     base.resolve_arguments = resolve_arguments  # type: ignore[attr-defined]
 
 
+RESOLVER_REFUSAL = " received an accepted elicitation "
+"""How the SDK's 2026-07-28 resolver walk words its refusal of an accepted answer
+(``resolve._fulfil``: no content, or content the requested schema rejects), after
+``Resolver `` and the question's key (its ``repr``); the tool's error result carries it."""
+
+
 def install_lazy_telemetry(server: Any) -> None:
     chain = lowlevel_server(server).middleware
     for index, middleware in enumerate(chain):

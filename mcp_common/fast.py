@@ -338,11 +338,12 @@ class FastPath:
 
         from mcp_common.endpoint import current_request
         from mcp_common.modern import _reply, _reply_status
-        from mcp_common.state import persist_sync, redeem_sync
+        from mcp_common.state import persist_sync, record_refusals, redeem_sync
 
         call, params, capabilities, boundary = admitted
         endpoint = self.endpoint
-        if params.get("requestState") is not None:
+        redeemed = params.get("requestState") is not None
+        if redeemed:
             try:
                 params = await endpoint.db(redeem_sync, endpoint, "tools/call", params, request.principal)
             except MCPError as exc:
@@ -358,6 +359,8 @@ class FastPath:
         if isinstance(outcome, dict):
             result = await endpoint.db(persist_sync, endpoint, "tools/call", params, request.principal, outcome)
             return json_response({"jsonrpc": "2.0", "id": call.request_id, "result": result})
+        if redeemed:
+            await record_refusals(endpoint, request, params, outcome)
         return self._respond(call, outcome)
 
     def handle_resolving_sync(self, request: HTTPRequest) -> HTTPResponse | None:
@@ -369,7 +372,8 @@ class FastPath:
         if admitted is None:
             return None
         call, params, capabilities, boundary = admitted
-        if params.get("requestState") is not None:
+        redeemed = params.get("requestState") is not None
+        if redeemed:
             from mcp_common.modern import _reply, _reply_status
             from mcp_common.state import redeem_sync
 
@@ -407,6 +411,10 @@ class FastPath:
 
             result = persist_sync(self.endpoint, "tools/call", params, request.principal, outcome)
             return json_response({"jsonrpc": "2.0", "id": call.request_id, "result": result})
+        if redeemed:
+            from mcp_common.state import record_refusals_sync
+
+            record_refusals_sync(self.endpoint, request, params, outcome)
         return self._respond(call, outcome)
 
     def _never_suspends(self, tool: Any) -> bool:

@@ -47,7 +47,7 @@ from mcp_common.jsonrpc import (
     sse_frame,
     status_for,
 )
-from mcp_common.state import CompletionOutbound, persist, redeem
+from mcp_common.state import CompletionOutbound, persist, record_refusals, redeem
 
 if TYPE_CHECKING:
     from mcp_common.endpoint import MCPEndpoint
@@ -225,6 +225,8 @@ async def _run(
         connection=connection,
         lifespan_state=endpoint.lifespan_state,
     )
+    if persisting and params is not None and params.get("requestState") is not None:
+        await record_refusals(endpoint, request, params, result)
     if persisting and (not request.defer_persist or dctx.notified):
         result = await persist(endpoint, req.method, req.params, request.principal, result)
     return result

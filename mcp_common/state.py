@@ -32,7 +32,7 @@ from mcp_common.elicitation import COMPLETE_METHOD, complete_in_store, new_recor
 from mcp_common.http import HTTPRequest, HTTPResponse
 from mcp_common.jsonrpc import json_response
 from mcp_common.security import check_request
-from mcp_common.store import RequestStateRecord, new_row_id
+from mcp_common.store import REFUSED_DETAIL, RequestStateRecord, new_row_id
 
 if TYPE_CHECKING:
     from mcp_common.endpoint import MCPEndpoint
@@ -114,6 +114,61 @@ def redeem_sync(endpoint: MCPEndpoint, method: str, params: Mapping[str, Any], p
             for key, r in responses.items()
         }
     return new_params
+
+
+def refused_answers(params: Mapping[str, Any] | None, result: Any) -> list[str]:
+    """The keys of the accepted ``inputResponses`` the SDK refused, going by the call's error
+    result (a wire dict or a ``CallToolResult``). A call that did not fail costs one lookup."""
+    if isinstance(result, Mapping):
+        if result.get("isError") is not True:
+            return []
+        texts = [c.get("text") for c in result.get("content") or () if isinstance(c, Mapping)]
+    elif getattr(result, "is_error", False) is True:
+        texts = [getattr(c, "text", None) for c in getattr(result, "content", None) or ()]
+    else:
+        return []
+    responses = params.get("inputResponses") if params is not None else None
+    if not isinstance(responses, Mapping):
+        return []
+    said = [t for t in texts if isinstance(t, str)]
+    return [
+        str(key)
+        for key, response in responses.items()
+        if isinstance(response, Mapping)
+        and response.get("action") == "accept"
+        and any(f"{key!r}{_sdk.RESOLVER_REFUSAL}" in text for text in said)
+    ]
+
+
+def record_refusals_sync(endpoint: MCPEndpoint, request: HTTPRequest, params: Any, result: Any) -> None:
+    """After the SDK answered a redeemed call: the questions whose answers it refused, recorded
+    as such (``cancelled``, :data:`REFUSED_DETAIL`, status and detail in one guarded update).
+
+    Redemption records answers before the SDK's walk validates them (so a valid answer costs
+    no write of its own); only a refused one costs these statements. Blocking, like
+    :func:`redeem_sync`."""
+    keys = refused_answers(params, result)
+    if not keys:
+        return
+    try:
+        # The body as the client sent it: the decoded message may carry the sealed state instead.
+        handle = json.loads(request.body)["params"]["requestState"]
+    except (ValueError, KeyError, TypeError):
+        return
+    state_id = parse_handle(endpoint, handle) if isinstance(handle, str) else None
+    if state_id is None:
+        return
+    store = endpoint.store
+    now = time.time()
+    for row in store.elicitations_for_state(state_id):
+        if row.request_key in keys and row.status == "accepted":
+            store.update_elicitation(row.id, "cancelled", now, detail=REFUSED_DETAIL, from_statuses=("accepted",))
+
+
+async def record_refusals(endpoint: MCPEndpoint, request: HTTPRequest, params: Any, result: Any) -> None:
+    """:func:`record_refusals_sync` on the endpoint's database threads, when there is any."""
+    if refused_answers(params, result):
+        await endpoint.db(record_refusals_sync, endpoint, request, params, result)
 
 
 async def redeem(

@@ -222,6 +222,11 @@ UNANSWERED_DETAIL = "The client retried without answering it"
 the row is ``expired`` then (the state is spent, so no later retry can answer it; if the tool
 still needs the answer, the next round asks again, in a row of its own)."""
 
+REFUSED_DETAIL = "The answer did not fit the requested schema: the tool never received it"
+"""``detail`` of a question whose accepted answer the SDK refused (no content, or content the
+requested schema rejects), on either wire: the row is ``cancelled`` then, as the tool went on
+(or failed) without the answer; ``answer`` keeps what the client sent."""
+
 OPEN_STATUSES = ("pending", "accepted")
 """Statuses a URL-mode elicitation can be completed from (unless it is :func:`overdue`)."""
 

@@ -30,7 +30,8 @@ from example_project.servers.bistro import mcp as bistro_server
 from mcp_common import HTTPRequest, HTTPResponse, MCPConfig, MCPEndpoint, MemoryStore
 from mcp_common.elicitation import ElicitUrl, UrlConsent, complete_in_store, elicitation_completed
 from mcp_common.schemas import ElicitationSchemaError, assert_server_schemas, check_server_schemas
-from mcp_common.store import GET_STREAM
+from mcp_common.state import parse_handle
+from mcp_common.store import GET_STREAM, REFUSED_DETAIL
 from tests.core.test_endpoint import SECRET, events, follow, initialize, legacy, modern_call, request
 
 
@@ -67,6 +68,11 @@ def build_server() -> MCPServer:
     @server.tool()
     async def hello(who: Annotated[Name, Resolve(ask_name)]) -> str:
         return f"Hello, {who.name}!"
+
+    @server.tool()
+    async def greet(who: Annotated[Name, Resolve(ask_name)], ctx: Context) -> str:
+        # A Context parameter: served by the SDK's own serve_one (hello takes the fast path).
+        return f"Greetings, {who.name}!"
 
     @server.tool()
     async def hold(booking_id: str, consent: Annotated[ElicitationResult[UrlConsent], Resolve(deposit)]) -> str:
@@ -112,15 +118,17 @@ def call(
     arguments: dict[str, Any],
     principal: str | None = None,
     capabilities: dict[str, Any] | None = None,
+    asgi: bool = False,
     **extra: Any,
 ):
+    """One 2026-07-28 exchange, served as a WSGI view serves it (or, ``asgi``, an ASGI one)."""
     req = modern_call(name, arguments, **extra)
     if capabilities is not None:
         body = json.loads(req.body)
         body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = capabilities
         req.body = json.dumps(body).encode()
     req.principal = principal
-    response = point.handle(req)
+    response = asyncio.run(point.handle_from_other_loop(req)) if asgi else point.handle(req)
     return response.status, json.loads(response.body)
 
 
@@ -173,6 +181,46 @@ def test_modern_round_trip_is_recorded_and_state_is_a_handle() -> None:
     assert row.status == "accepted" and json.loads(row.answer) == {"name": "Ada"}
     state = store._states[row.state_id]
     assert state.consumed is not None and state.sealed.startswith("v1.")
+
+
+REFUSED_ANSWERS = [
+    pytest.param({"action": "accept", "content": {"nam": "Ada"}}, id="missing-field"),
+    pytest.param({"action": "accept", "content": {"name": 5}}, id="wrong-type"),
+    pytest.param({"action": "accept"}, id="no-content"),
+]
+
+
+def check_a_refused_answer_is_recorded_as_refused(
+    store: Any, tool: str, answer: dict[str, Any], asgi: bool = False
+) -> None:
+    """An answer the SDK's resolver refuses (it does not fit the requested schema) never
+    reaches the tool: the row says so, rather than ``accepted`` with content nobody used."""
+    point = endpoint(store)
+    try:
+        key, _, handle = ask(point, tool)
+        status, body = call(point, tool, {}, asgi=asgi, inputResponses={key: answer}, requestState=handle)
+        assert status == 200 and body["result"]["isError"] is True, body
+        assert "received an accepted elicitation" in body["result"]["content"][0]["text"]
+        (row,) = [r for r in store.elicitations_for_state(parse_handle(point, handle)) if r.request_key == key]
+        assert (row.status, row.detail) == ("cancelled", REFUSED_DETAIL)
+        # What the client sent stays on the row, for staff to see what was refused.
+        assert json.loads(row.answer or "null") == answer.get("content")
+        # A valid answer on the same store is still recorded as accepted, without a detail.
+        key, _, handle = ask(point, tool)
+        good = {key: {"action": "accept", "content": {"name": "Ada"}}}
+        status, body = call(point, tool, {}, asgi=asgi, inputResponses=good, requestState=handle)
+        assert body["result"]["isError"] is False, body
+        (row,) = [r for r in store.elicitations_for_state(parse_handle(point, handle)) if r.request_key == key]
+        assert (row.status, row.detail, json.loads(row.answer)) == ("accepted", None, {"name": "Ada"})
+    finally:
+        point.close()
+
+
+@pytest.mark.parametrize("asgi", [False, True], ids=["wsgi", "asgi"])
+@pytest.mark.parametrize("tool", ["hello", "greet"])
+@pytest.mark.parametrize("answer", REFUSED_ANSWERS)
+def test_a_refused_answer_is_recorded_as_refused(tool: str, answer: dict[str, Any], asgi: bool) -> None:
+    check_a_refused_answer_is_recorded_as_refused(MemoryStore(), tool, answer, asgi)
 
 
 def test_a_call_that_asks_nothing_writes_nothing() -> None:

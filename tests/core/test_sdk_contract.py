@@ -289,3 +289,16 @@ def test_tool_context_wraps_the_sdks_resolver_walk_and_its_resolver_threads() ->
     walked, worker = asyncio.run(serving(walk_and_hop()))
     assert walked == {}
     assert entered == [threading.current_thread().name, worker] and worker != threading.current_thread().name
+
+
+def test_the_resolver_walk_words_its_refusal_of_an_answer_as_the_core_reads_it() -> None:
+    """The 2026-07-28 resolver walk refuses an accepted answer that has no content or does not
+    fit the schema with a ``ToolError`` naming the question's key; the core finds the refused
+    question in the call's error result by that wording (``_sdk.RESOLVER_REFUSAL``)."""
+    import inspect
+
+    from mcp.server.mcpserver import resolve
+
+    source = inspect.getsource(resolve._fulfil)
+    for ending in ("with no content", "whose content does not match the requested schema"):
+        assert f"Resolver {{key!r}}{_sdk.RESOLVER_REFUSAL}{ending}" in source, ending

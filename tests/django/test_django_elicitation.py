@@ -564,3 +564,13 @@ def test_staff_who_may_only_view_elicitations_cannot_complete_them() -> None:
         {"action": "complete_selected", "_selected_action": [record.id]},
     )
     assert store.get_elicitation(record.id).status == "completed"
+
+
+@pytest.mark.parametrize("tool", ["hello", "greet"])
+@pytest.mark.parametrize("content", [{"nam": "Ada"}, None], ids=["missing-field", "no-content"])
+def test_a_refused_answer_is_recorded_as_refused(tool: str, content: dict[str, str] | None) -> None:
+    """The SDK refuses an answer that does not fit the schema: the ORM row says so."""
+    from tests.core.test_elicitation import check_a_refused_answer_is_recorded_as_refused
+
+    answer = {"action": "accept", **({"content": content} if content is not None else {})}
+    check_a_refused_answer_is_recorded_as_refused(DjangoStore(), tool, answer)

@@ -1160,3 +1160,11 @@ def test_a_legacy_answer_to_an_id_with_a_nul_is_dropped_as_unknown(store: Sessio
             assert point.handle(legacy(session, reply)).status == 202
     finally:
         point.close()  # as above
+
+
+@pytest.mark.parametrize("tool", ["hello", "greet"])
+def test_a_refused_answer_is_recorded_as_refused(store: SessionStore, tool: str) -> None:
+    """The SDK refuses an answer that does not fit the schema: the row says so, on every backend."""
+    from tests.core.test_elicitation import check_a_refused_answer_is_recorded_as_refused
+
+    check_a_refused_answer_is_recorded_as_refused(store, tool, {"action": "accept", "content": {"nam": "Ada"}})
