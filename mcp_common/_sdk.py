@@ -6,6 +6,7 @@ is bounded below the next minor release for the same reason.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from mcp.server.lowlevel.server import Server
@@ -449,6 +450,36 @@ RESOLVER_REFUSAL = " received an accepted elicitation "
 """How the SDK's 2026-07-28 resolver walk words its refusal of an accepted answer
 (``resolve._fulfil``: no content, or content the requested schema rejects), after
 ``Resolver `` and the question's key (its ``repr``); the tool's error result carries it."""
+
+
+ELICIT_REFUSALS = (
+    "Received an accepted elicitation with no content",
+    "Received an accepted elicitation whose content does not match the requested schema",
+)
+"""The ``ValueError`` messages with which the SDK's form elicitation (``ctx.elicit``, and a
+resolver's question on the legacy wire) refuses an accepted answer."""
+
+
+def install_elicit_verdict(verdict: Callable[[], Any]) -> None:
+    """Run every form elicitation the SDK's ``Context.elicit`` makes inside ``verdict()``, an
+    async context manager entered in the asking task: the SDK's refusal of the answer
+    (a ``ValueError`` with one of :data:`ELICIT_REFUSALS`) leaves through it, even when the tool
+    catches it afterwards. ``Context.elicit`` calls the function its module imported; that
+    name is wrapped, once per process."""
+    from mcp.server.mcpserver import context
+
+    original = context.elicit_with_validation
+    if getattr(original, "_mcp_common_verdict", False):
+        return
+
+    async def elicit_with_validation(*args: Any, **kwargs: Any) -> Any:
+        async with verdict():
+            return await original(*args, **kwargs)
+
+    elicit_with_validation._mcp_common_verdict = True  # type: ignore[attr-defined]
+    elicit_with_validation.__wrapped__ = original  # type: ignore[attr-defined]
+    elicit_with_validation.__doc__ = original.__doc__
+    context.elicit_with_validation = elicit_with_validation  # type: ignore[attr-defined]
 
 
 def install_lazy_telemetry(server: Any) -> None:

@@ -24,20 +24,33 @@ Completion from anywhere
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import logging
 import os
 import socket
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextvars import ContextVar
 from typing import Any, ClassVar
 
 from mcp.server.mcpserver import Elicit
 from pydantic import BaseModel, Field, PrivateAttr, create_model
 
+from mcp_common import _sdk
 from mcp_common.jsonrpc import dumps
-from mcp_common.store import GET_STREAM, ElicitationRecord, SessionStore, complete_rows, new_row_id
+from mcp_common.store import (
+    GET_STREAM,
+    REFUSED_DETAIL,
+    ElicitationRecord,
+    SessionStore,
+    complete_rows,
+    new_row_id,
+)
+
+logger = logging.getLogger("mcp_common.elicitation")
 
 URL_FIELD = "__mcp_url_elicitation__"
 """The stand-in form's one property: its ``title`` is the elicitationId, its ``default`` the URL.
@@ -218,6 +231,52 @@ def new_record(
         stream_key=stream_key,
         call_id=call_id,
     )
+
+
+# -- answers the SDK refused (legacy wire) ---------------------------------------------------
+# The answer to a legacy ``elicitation/create`` is recorded by whichever worker receives it,
+# before the SDK's ``ctx.elicit`` (in the asking worker) validates it against the model the
+# tool asked with. The asking worker notes which row its answer came from; when the SDK
+# refuses that answer, the row is corrected there: one guarded update, only for a refused one.
+
+_answered: ContextVar[list[tuple[Any, str]] | None] = ContextVar("mcp_common_answered", default=None)
+
+
+def note_answer(endpoint: Any, record_id: str) -> None:
+    """In the asking task: the accepted answer about to reach the SDK came from this row."""
+    answered = _answered.get()
+    if answered is not None:
+        answered.append((endpoint, record_id))
+
+
+@contextlib.asynccontextmanager
+async def refusal_verdict() -> AsyncIterator[None]:
+    """Around one ``ctx.elicit`` (see :func:`mcp_common._sdk.install_elicit_verdict`): when the
+    SDK refuses the accepted answer, its row becomes ``cancelled`` with :data:`REFUSED_DETAIL`
+    (status and detail in one update, from ``accepted`` only); ``answer`` keeps what was sent."""
+    answered: list[tuple[Any, str]] = []
+    token = _answered.set(answered)
+    try:
+        yield
+    except ValueError as exc:
+        if answered and type(exc) is ValueError and str(exc) in _sdk.ELICIT_REFUSALS:
+            endpoint, record_id = answered[-1]
+            update = functools.partial(
+                endpoint.store.update_elicitation,
+                record_id,
+                "cancelled",
+                time.time(),
+                detail=REFUSED_DETAIL,
+                from_statuses=("accepted",),
+            )
+            try:
+                await endpoint.db(update)
+            except Exception:
+                # The tool hears the SDK's refusal all the same; the row keeps the answer.
+                logger.exception("The refused answer of elicitation %s could not be recorded", record_id)
+        raise
+    finally:
+        _answered.reset(token)
 
 
 # -- completion ------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from mcp_common import _sdk
 from mcp_common.config import MCPConfig, derive_key
-from mcp_common.elicitation import is_url_question, worker_id
+from mcp_common.elicitation import is_url_question, refusal_verdict, worker_id
 from mcp_common.fast import FastPath
 from mcp_common.http import HTTPRequest, HTTPResponse
 from mcp_common.jsonrpc import error_response
@@ -89,6 +89,7 @@ class MCPEndpoint:
         _sdk.install_tool_visibility(server, _denied_now)
         _sdk.install_tool_context(_tool_context_now)
         _sdk.install_resolver_context(_tool_context_now)
+        _sdk.install_elicit_verdict(refusal_verdict)
         self.server = server
         self.lowlevel = _sdk.lowlevel_server(server)
         self.name = self.lowlevel.name

@@ -61,6 +61,7 @@ from mcp_common.elicitation import (
     complete_in_store,
     fill_url_accept,
     new_record,
+    note_answer,
     outcome_of,
     owner_alive,
     to_url_params,
@@ -806,6 +807,9 @@ class LegacyProtocol:
         result = reply.get("result")
         if url_params is not None:
             result = fill_url_accept(result)
+        elif record is not None and isinstance(result, dict) and result.get("action") == "accept":
+            # A form answer the SDK may yet refuse (see refusal_verdict).
+            note_answer(endpoint, record.id)
         return result if isinstance(result, dict) else {}
 
     async def complete(self, session: SessionRecord, message: dict[str, Any]) -> None:

@@ -90,6 +90,14 @@ def build_server() -> MCPServer:
         return f"Interviewed {answer.data.name}" if answer.action == "accept" else f"No interview ({answer.action})"
 
     @server.tool()
+    async def interview_or_guess(ctx: Context) -> str:
+        try:
+            answer = await ctx.elicit("Your name?", schema=Name)
+        except ValueError:
+            return "Interviewed a guest"  # went on without the answer
+        return f"Interviewed {answer.data.name}" if answer.action == "accept" else f"No interview ({answer.action})"
+
+    @server.tool()
     async def pay(booking_id: str, ctx: Context) -> str:
         result = await ctx.elicit_url(
             "Pay.", url=f"https://pay.example.com/{booking_id}", elicitation_id=f"dep-{booking_id}"
@@ -421,6 +429,38 @@ def test_legacy_elicitation_row_follows_the_answer() -> None:
     (row,) = store._elicitations.values()
     assert (row.session_id, row.tool, row.mode, row.status) == (session, "interview", "form", "accepted")
     assert json.loads(row.answer) == {"name": "Grace"} and json.loads(row.call_id) == 5
+
+
+def check_a_refused_legacy_answer_is_recorded_as_refused(store: Any, tool: str, answer: dict[str, Any]) -> None:
+    """A legacy answer the SDK refuses (``ctx.elicit`` or a resolver: it does not fit the
+    schema) never reaches the tool: the row says so, whether the call fails or goes on."""
+    asking, answering = endpoint(store), endpoint(store)
+    try:
+        session = initialize(asking, {"elicitation": {}})
+        seen = run_answering(asking, answering, session, legacy_call(asking, session, tool, {}), answer)
+        final = seen[-1]["result"]
+        if tool == "interview_or_guess":
+            assert final["content"][0]["text"] == "Interviewed a guest", final
+        else:
+            assert final["isError"] is True, final
+        (row,) = store.call_elicitations(session, "5")
+        assert (row.status, row.detail) == ("cancelled", REFUSED_DETAIL)
+        assert json.loads(row.answer or "null") == answer.get("content")
+        # A valid answer in the same session is recorded as accepted, without a detail.
+        good = {"action": "accept", "content": {"name": "Grace"}}
+        seen = run_answering(asking, answering, session, legacy_call(asking, session, tool, {}, call_id=6), good)
+        assert seen[-1]["result"]["isError"] is False, seen[-1]
+        (row,) = store.call_elicitations(session, "6")
+        assert (row.status, row.detail, json.loads(row.answer)) == ("accepted", None, {"name": "Grace"})
+    finally:
+        asking.close()
+        answering.close()
+
+
+@pytest.mark.parametrize("tool", ["interview", "interview_or_guess", "hello"])
+@pytest.mark.parametrize("answer", REFUSED_ANSWERS)
+def test_a_refused_legacy_answer_is_recorded_as_refused(tool: str, answer: dict[str, Any]) -> None:
+    check_a_refused_legacy_answer_is_recorded_as_refused(MemoryStore(), tool, answer)
 
 
 def test_legacy_unanswered_elicitation_expires() -> None:

@@ -302,3 +302,48 @@ def test_the_resolver_walk_words_its_refusal_of_an_answer_as_the_core_reads_it()
     source = inspect.getsource(resolve._fulfil)
     for ending in ("with no content", "whose content does not match the requested schema"):
         assert f"Resolver {{key!r}}{_sdk.RESOLVER_REFUSAL}{ending}" in source, ending
+
+
+def test_the_elicit_verdict_wraps_what_context_elicit_calls_and_sees_its_refusals() -> None:
+    """``Context.elicit`` calls the ``elicit_with_validation`` its module imported, and refuses
+    an accepted answer with one of ``_sdk.ELICIT_REFUSALS`` (a plain ``ValueError``): the
+    verdict installed there is entered around the elicitation and sees that refusal leave."""
+    import asyncio
+    import contextlib
+    from types import SimpleNamespace
+
+    from mcp.server.mcpserver import Context, context
+    from mcp.types import ElicitResult
+    from pydantic import BaseModel
+
+    class Name(BaseModel):
+        name: str
+
+    seen: list[BaseException | None] = []
+
+    @contextlib.asynccontextmanager
+    async def verdict() -> Any:
+        try:
+            yield
+        except BaseException as exc:
+            seen.append(exc)
+            raise
+        seen.append(None)
+
+    original = context.elicit_with_validation
+    context.elicit_with_validation = getattr(original, "__wrapped__", original)  # as the SDK ships it
+    try:
+        _sdk.install_elicit_verdict(verdict)
+        for content in (None, {"nam": "Ada"}, {"name": "Ada"}):
+
+            async def elicit_form(*_: Any, content: Any = content, **__: Any) -> ElicitResult:
+                return ElicitResult(action="accept", content=content)
+
+            session = SimpleNamespace(elicit_form=elicit_form)
+            ctx = Context(request_context=SimpleNamespace(session=session, request_id=1))
+            with contextlib.suppress(ValueError):
+                asyncio.run(ctx.elicit("Who?", schema=Name))
+    finally:
+        context.elicit_with_validation = original
+    assert [type(e) for e in seen] == [ValueError, ValueError, type(None)]
+    assert tuple(str(e) for e in seen[:2]) == _sdk.ELICIT_REFUSALS

@@ -574,3 +574,11 @@ def test_a_refused_answer_is_recorded_as_refused(tool: str, content: dict[str, s
 
     answer = {"action": "accept", **({"content": content} if content is not None else {})}
     check_a_refused_answer_is_recorded_as_refused(DjangoStore(), tool, answer)
+
+
+@pytest.mark.parametrize("tool", ["interview", "interview_or_guess", "hello"])
+def test_a_refused_legacy_answer_is_recorded_as_refused(tool: str) -> None:
+    """On the legacy wire too: the SDK refuses an answer that does not fit the schema, the ORM row says so."""
+    from tests.core.test_elicitation import check_a_refused_legacy_answer_is_recorded_as_refused
+
+    check_a_refused_legacy_answer_is_recorded_as_refused(DjangoStore(), tool, {"action": "accept", "content": {}})

@@ -1168,3 +1168,11 @@ def test_a_refused_answer_is_recorded_as_refused(store: SessionStore, tool: str)
     from tests.core.test_elicitation import check_a_refused_answer_is_recorded_as_refused
 
     check_a_refused_answer_is_recorded_as_refused(store, tool, {"action": "accept", "content": {"nam": "Ada"}})
+
+
+@pytest.mark.parametrize("tool", ["interview", "hello"])
+def test_a_refused_legacy_answer_is_recorded_as_refused(store: SessionStore, tool: str) -> None:
+    """On the legacy wire too: the SDK refuses an answer that does not fit the schema, the row says so."""
+    from tests.core.test_elicitation import check_a_refused_legacy_answer_is_recorded_as_refused
+
+    check_a_refused_legacy_answer_is_recorded_as_refused(store, tool, {"action": "accept", "content": {"name": 5}})
