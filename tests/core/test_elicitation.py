@@ -199,10 +199,11 @@ REFUSED_ANSWERS = [
 
 
 def check_a_refused_answer_is_recorded_as_refused(
-    store: Any, tool: str, answer: dict[str, Any], asgi: bool = False
+    store: Any, tool: str, answer: dict[str, Any], asgi: bool = False, done: Any = None
 ) -> None:
     """An answer the SDK's resolver refuses (it does not fit the requested schema) never
-    reaches the tool: the row says so, rather than ``accepted`` with content nobody used."""
+    reaches the tool: the row says so, rather than ``accepted`` with content nobody used.
+    ``done(endpoint)``: run before the endpoint is closed (a store's own clean-up)."""
     point = endpoint(store)
     try:
         key, _, handle = ask(point, tool)
@@ -221,6 +222,8 @@ def check_a_refused_answer_is_recorded_as_refused(
         (row,) = [r for r in store.elicitations_for_state(parse_handle(point, handle)) if r.request_key == key]
         assert (row.status, row.detail, json.loads(row.answer)) == ("accepted", None, {"name": "Ada"})
     finally:
+        if done is not None:
+            done(point)
         point.close()
 
 
@@ -431,9 +434,12 @@ def test_legacy_elicitation_row_follows_the_answer() -> None:
     assert json.loads(row.answer) == {"name": "Grace"} and json.loads(row.call_id) == 5
 
 
-def check_a_refused_legacy_answer_is_recorded_as_refused(store: Any, tool: str, answer: dict[str, Any]) -> None:
+def check_a_refused_legacy_answer_is_recorded_as_refused(
+    store: Any, tool: str, answer: dict[str, Any], done: Any = None
+) -> None:
     """A legacy answer the SDK refuses (``ctx.elicit`` or a resolver: it does not fit the
-    schema) never reaches the tool: the row says so, whether the call fails or goes on."""
+    schema) never reaches the tool: the row says so, whether the call fails or goes on.
+    ``done(endpoint)``: run before each endpoint is closed (a store's own clean-up)."""
     asking, answering = endpoint(store), endpoint(store)
     try:
         session = initialize(asking, {"elicitation": {}})
@@ -453,8 +459,10 @@ def check_a_refused_legacy_answer_is_recorded_as_refused(store: Any, tool: str, 
         (row,) = store.call_elicitations(session, "6")
         assert (row.status, row.detail, json.loads(row.answer)) == ("accepted", None, {"name": "Grace"})
     finally:
-        asking.close()
-        answering.close()
+        for point in (asking, answering):
+            if done is not None:
+                done(point)
+            point.close()
 
 
 @pytest.mark.parametrize("tool", ["interview", "interview_or_guess", "hello"])

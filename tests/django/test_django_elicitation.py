@@ -4,9 +4,11 @@ check for elicitation schemas, and the admin panel where staff review questions.
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -566,6 +568,22 @@ def test_staff_who_may_only_view_elicitations_cannot_complete_them() -> None:
     assert store.get_elicitation(record.id).status == "completed"
 
 
+def close_database_threads(point: Any) -> None:
+    """Close the connection each of the endpoint's database threads opened (each thread keeps
+    its own): on PostgreSQL the test database cannot be dropped while one is open."""
+    from django.db import connections
+
+    threads = len(point._executor._threads)
+    barrier = threading.Barrier(threads)
+
+    def close() -> None:
+        barrier.wait(10)  # one task on each thread: none may take a second
+        connections.close_all()
+
+    for future in [point._executor.submit(close) for _ in range(threads)]:
+        future.result(10)
+
+
 @pytest.mark.parametrize("tool", ["hello", "greet"])
 @pytest.mark.parametrize("content", [{"nam": "Ada"}, None], ids=["missing-field", "no-content"])
 def test_a_refused_answer_is_recorded_as_refused(tool: str, content: dict[str, str] | None) -> None:
@@ -573,7 +591,7 @@ def test_a_refused_answer_is_recorded_as_refused(tool: str, content: dict[str, s
     from tests.core.test_elicitation import check_a_refused_answer_is_recorded_as_refused
 
     answer = {"action": "accept", **({"content": content} if content is not None else {})}
-    check_a_refused_answer_is_recorded_as_refused(DjangoStore(), tool, answer)
+    check_a_refused_answer_is_recorded_as_refused(DjangoStore(), tool, answer, done=close_database_threads)
 
 
 @pytest.mark.parametrize("tool", ["interview", "interview_or_guess", "hello"])
@@ -581,4 +599,5 @@ def test_a_refused_legacy_answer_is_recorded_as_refused(tool: str) -> None:
     """On the legacy wire too: the SDK refuses an answer that does not fit the schema, the ORM row says so."""
     from tests.core.test_elicitation import check_a_refused_legacy_answer_is_recorded_as_refused
 
-    check_a_refused_legacy_answer_is_recorded_as_refused(DjangoStore(), tool, {"action": "accept", "content": {}})
+    answer = {"action": "accept", "content": {}}
+    check_a_refused_legacy_answer_is_recorded_as_refused(DjangoStore(), tool, answer, done=close_database_threads)
