@@ -19,9 +19,16 @@ def migrate_command(revision: str) -> None:
     from mcp_flask.migrations import current_revision, migrate
 
     state = get_state()
-    migrate(state.engine, revision)
     url = state.engine.url.render_as_string(hide_password=True)
-    click.echo(f"MCP tables at revision {current_revision(state.engine)} in {url}.")
+    before = current_revision(state.engine)
+    migrate(state.engine, revision)
+    after = current_revision(state.engine)
+    if before == after:
+        click.echo(f"The MCP tables in {url} are already at revision {after}: nothing to do.")
+    elif before is None:
+        click.echo(f"Created the MCP tables (revision {after}) in {url}.")
+    else:
+        click.echo(f"Upgraded the MCP tables in {url} from revision {before} to {after}.")
 
 
 @mcp_cli.command("purge")

@@ -6,6 +6,9 @@ with the application's Flask-Migrate history in the same database.
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,6 +23,25 @@ SCRIPT_LOCATION = str(Path(__file__).resolve().parent)
 _PG_LOCK_KEY = 0x6D63705F666C61  # "mcp_fla"
 
 
+@contextlib.contextmanager
+def _quiet_alembic() -> Iterator[None]:
+    """Alembic's INFO lines ("Context impl SQLiteImpl.", "Running upgrade ...") off for the run.
+
+    The SDK's ``MCPServer()`` sets the root logger to INFO with a stderr handler, so they would
+    reach the terminal of every ``flask mcp migrate`` and the log of every start-up that migrates.
+    Warnings still pass; an application that set the ``alembic`` logger's level keeps its choice.
+    """
+    logger = logging.getLogger("alembic")
+    if logger.level != logging.NOTSET:
+        yield
+        return
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(logging.NOTSET)
+
+
 def migrate(target: Engine | Flask | None = None, revision: str = "head") -> None:
     """Create or upgrade the extension's tables (idempotent).
 
@@ -27,9 +49,6 @@ def migrate(target: Engine | Flask | None = None, revision: str = "head") -> Non
     default: the current application. Safe to call at every start-up; on PostgreSQL several
     processes may call it at once.
     """
-    from alembic import command
-    from alembic.config import Config
-
     if isinstance(target, Engine):
         engine = target
     else:
@@ -37,9 +56,13 @@ def migrate(target: Engine | Flask | None = None, revision: str = "head") -> Non
 
         engine = get_state(target).engine
 
-    config = Config()
-    config.set_main_option("script_location", SCRIPT_LOCATION)
-    with engine.begin() as connection:
+    with _quiet_alembic(), engine.begin() as connection:
+        # Imported here: loading Alembic logs its plugins at INFO.
+        from alembic import command
+        from alembic.config import Config
+
+        config = Config()
+        config.set_main_option("script_location", SCRIPT_LOCATION)
         if connection.dialect.name == "postgresql":
             connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY})
         # The documented way to run Alembic on a connection the caller owns.
@@ -49,10 +72,10 @@ def migrate(target: Engine | Flask | None = None, revision: str = "head") -> Non
 
 def current_revision(engine: Engine) -> str | None:
     """The revision the database is at (``None`` before the first migration)."""
-    from alembic.migration import MigrationContext
-
     from mcp_flask.models import VERSION_TABLE
 
-    with engine.connect() as connection:
+    with _quiet_alembic(), engine.connect() as connection:
+        from alembic.migration import MigrationContext
+
         context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
         return context.get_current_revision()

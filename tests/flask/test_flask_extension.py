@@ -6,6 +6,9 @@ import contextlib
 import io
 import json
 import logging
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -18,6 +21,7 @@ from mcp.server.mcpserver import Context
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
 from pydantic import BaseModel
 
+import mcp_flask
 from mcp_common.schemas import ElicitationSchemaError
 from mcp_flask import MCP, get_state
 from mcp_flask.conf import LOOPBACK_HOSTS
@@ -576,6 +580,50 @@ def test_tools_run_in_the_app_context(make_app: Callable[..., Flask], fast_confi
 
 
 # -- commands ----------------------------------------------------------------------------------
+
+
+def test_cli_migrate_says_what_it_did_in_one_line(
+    make_app: Callable[..., Flask], caplog: pytest.LogCaptureFixture
+) -> None:
+    """``flask mcp migrate`` prints one line saying what it did, and nothing of Alembic's chatter
+    reaches the log: the SDK's ``MCPServer()`` sets the root logger to INFO, so Alembic's INFO
+    lines ("Context impl SQLiteImpl.", "Running upgrade ...") would land on the user's terminal."""
+    app = make_app()
+    MCP(app, server=server)
+    url = app.config["MCP_DATABASE_URI"]
+    runner = app.test_cli_runner()
+    with caplog.at_level(logging.INFO):
+        first = runner.invoke(args=["mcp", "migrate"])
+        again = runner.invoke(args=["mcp", "migrate"])
+    assert first.exit_code == 0 and again.exit_code == 0, (first.output, again.output)
+    assert first.output == f"Created the MCP tables (revision mcp_0004) in {url}.\n"
+    assert again.output == f"The MCP tables in {url} are already at revision mcp_0004: nothing to do.\n"
+    chatter = [r for r in caplog.records if r.name.startswith("alembic") and r.levelno < logging.WARNING]
+    assert chatter == [], [r.getMessage() for r in chatter]
+
+
+def test_cli_migrate_prints_nothing_else_on_a_terminal(tmp_path: Path) -> None:
+    """The command as a user runs it, in a process of its own: Alembic logs its plugins when it
+    is first imported, which no in-process test can see again."""
+    (tmp_path / "cliapp.py").write_text(
+        "from flask import Flask\nfrom mcp.server import MCPServer\nfrom mcp_flask import MCP\n"
+        f"app = Flask(__name__, instance_path={str(tmp_path / 'instance')!r})\n"
+        "app.config['SECRET_KEY'] = 'x' * 40\nMCP(app, server=MCPServer('CLI'))\n"
+    )
+    root = str(Path(mcp_flask.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), root])}
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "-m", "flask", "--app", "cliapp", "mcp", "migrate"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stderr == ""
+        assert len(done.stdout.splitlines()) == 1, done.stdout
 
 
 def test_cli_migrate_and_purge(make_app: Callable[..., Flask]) -> None:
