@@ -32,6 +32,7 @@ are offered to everyone unless ``permission`` says otherwise.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal, TypeVar
@@ -400,8 +401,18 @@ def model_tools(
         def rows() -> sa.Select[Any]:
             return query() if query is not None else sa.select(model)
 
+        # SQLite keeps no offset: an aware column reads back naive there (it is aware on
+        # PostgreSQL, and under Django on every backend). Its wall time is read as UTC.
+        aware = {name for name in shown if isinstance(columns[name].type, sa.DateTime) and columns[name].type.timezone}
+
         def serialize(obj: Any) -> dict[str, Any]:
-            return {name: json_value(getattr(obj, name)) for name in shown}
+            row: dict[str, Any] = {}
+            for name in shown:
+                value = getattr(obj, name)
+                if name in aware and isinstance(value, dt.datetime) and value.tzinfo is None:
+                    value = value.replace(tzinfo=dt.UTC)
+                row[name] = json_value(value)
+            return row
 
         def as_caller(action: str, read: Callable[[Session, dict[str, Any]], CallToolResult]) -> Callable[..., Any]:
             def call(values: dict[str, Any]) -> CallToolResult:

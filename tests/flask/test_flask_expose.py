@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from flask import Flask
 from mcp.server import MCPServer
-from sqlalchemy import create_engine, select
-from sqlalchemy.orm import Session
+from sqlalchemy import DateTime, create_engine, select
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from mcp_common.fast import FastPath
 from mcp_flask import MCP, model_tools, view_tool
@@ -263,4 +263,47 @@ def test_model_tools_read_with_the_session_given_or_say_how_to_get_one(
     missing = caller.call("list_users")
     assert missing["isError"] is True and text(missing) == "500 Internal Server Error: the query failed."
     assert any("db.init_app(app)" in str(record.exc_info) for record in caplog.records if record.exc_info)
+    engine.dispose()
+
+
+class _Plain(DeclarativeBase):
+    pass
+
+
+class Delivery(_Plain):
+    """A model as an application writes it: SQLAlchemy's own ``DateTime`` columns."""
+
+    __tablename__ = "delivery"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    shipped: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+    local_noon: Mapped[dt.datetime] = mapped_column(DateTime())
+
+
+def test_model_tools_give_an_aware_column_its_utc_marker_on_sqlite(
+    make_app: Callable[..., Flask], tmp_path: Path
+) -> None:
+    """SQLite keeps no offset: a ``DateTime(timezone=True)`` column reads back naive there, and
+    the same row would read ``...Z`` on PostgreSQL (and under Django). The tool says UTC; a
+    column declared naive stays naive, as Django writes a naive time."""
+    engine = create_engine(f"sqlite:///{tmp_path / 'deliveries.sqlite3'}")
+    _Plain.metadata.create_all(engine)
+    with Session(engine) as session, session.begin():
+        session.add(
+            Delivery(
+                id=1,
+                shipped=dt.datetime(2026, 3, 1, 9, 30, 15, 250000, tzinfo=dt.UTC),
+                local_noon=dt.datetime(2026, 3, 1, 12, 0),
+            )
+        )
+    server = MCPServer("deliveries")
+    model_tools(server, Delivery, fields=["id", "shipped", "local_noon"], session=lambda: Session(engine))
+    app = make_app()
+    MCP(app, server=server)
+    MCP.migrate(app)
+    expected = {"id": 1, "shipped": "2026-03-01T09:30:15.250Z", "local_noon": "2026-03-01T12:00:00"}
+    for era in ERAS:
+        caller = Caller(app, None, era)
+        assert caller.call("list_deliveries")["structuredContent"]["results"] == [expected]
+        assert caller.call("get_delivery", id=1)["structuredContent"] == expected
     engine.dispose()
