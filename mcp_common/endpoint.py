@@ -223,6 +223,20 @@ class MCPEndpoint:
         override: Flask's app context, Django's per-request state)."""
         return contextlib.nullcontext()
 
+    def response_started(self, request: HTTPRequest, handler: str) -> None:
+        """Called on the event loop, in the context the call's handler runs in, when the call's
+        HTTP response turns into an SSE stream while the handler is still running: its headers
+        leave now, so what the handler changes in the framework's request from here on cannot
+        reach them (adapters override: Flask's session cookie). ``handler`` names it for a log
+        (the tool's name, else the method)."""
+
+    def stream_started(self, request: HTTPRequest, handler: str) -> None:
+        """What the core calls: :meth:`response_started`, whose failure never fails the call."""
+        try:
+            self.response_started(request, handler)
+        except Exception:
+            logger.exception("MCP endpoint %r: response_started failed for %r", self.name, handler)
+
     def track(self, task: asyncio.Task[Any]) -> None:
         """Keep a reference to a background task until it ends (asyncio holds only weak ones)."""
         self._tasks.add(task)

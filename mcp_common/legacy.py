@@ -606,6 +606,8 @@ class LegacyProtocol:
             return json_response(reply, headers=headers)
 
         async def run_call() -> None:
+            # In this task's context, before the handler runs: the response's headers leave at once.
+            self.endpoint.stream_started(request, _tool_name(message) or message.method)
             try:
                 reply = {"jsonrpc": "2.0", "id": message.id, "result": await run}
             except asyncio.CancelledError:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +72,9 @@ class ExchangeContext:
     can_send_request: bool = field(default=False, init=False)
     notified: bool = field(default=False, init=False)
     """A notification went out: the answer is an SSE stream, not JSON."""
+    on_stream: Callable[[], None] | None = None
+    """Called once, in the notifying handler's context, as its first notification turns the
+    answer into an SSE stream."""
 
     async def send_raw_request(
         self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
@@ -80,6 +84,8 @@ class ExchangeContext:
     async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
         if self.sink is None:
             return
+        if not self.notified and self.on_stream is not None:
+            self.on_stream()
         self.notified = True
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
@@ -180,6 +186,10 @@ async def handle_modern(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPResp
     # plain JSON with the table-mapped status; its first notification commits the response to SSE.
     sink: asyncio.Queue[bytes | None] = asyncio.Queue()
     dctx.sink = sink
+    handler = req.params.get("name") if req.method == "tools/call" and req.params else None
+    dctx.on_stream = functools.partial(
+        endpoint.stream_started, request, handler if isinstance(handler, str) else req.method
+    )
     replies: list[dict[str, Any]] = []
 
     async def run_handler() -> None:

@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import logging
+from collections.abc import Mapping
 from typing import Any
 
-from flask import Flask, current_app, has_app_context
+from flask import Flask, current_app, has_app_context, has_request_context
+from flask.ctx import RequestContext
+from flask.globals import request_ctx
+from flask.sessions import SecureCookieSession
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 
 from mcp_common import _sdk
@@ -21,6 +26,8 @@ from mcp_common.config import MCPConfig
 from mcp_common.endpoint import MCPEndpoint
 from mcp_common.http import HTTPRequest, HTTPResponse
 from mcp_common.store import SessionStore
+
+logger = logging.getLogger("mcp_flask")
 
 serving_app: contextvars.ContextVar[Flask | None] = contextvars.ContextVar("mcp_flask_serving_app", default=None)
 """The Flask application whose endpoint is serving the current MCP request (on the loop thread)."""
@@ -51,6 +58,35 @@ def install_app_context(server: Any) -> None:
         chain.insert(0, AppContextMiddleware())
 
 
+class StreamedSession(SecureCookieSession):
+    """``flask.session`` for a handler whose response has started streaming (SSE).
+
+    The session cookie went out with the response's headers: Flask saved the session as the
+    handler had left it until then. From there on the handler reads and writes a copy, which
+    nobody saves; its first change logs a warning naming the handler.
+    """
+
+    def __init__(self, saved: Mapping[str, Any], handler: str) -> None:
+        super().__init__(saved)
+        self.handler = handler
+        self.warned = False
+
+        def on_update(session: StreamedSession) -> None:
+            session.modified = session.accessed = True
+            if not session.warned:
+                session.warned = True
+                logger.warning(
+                    "MCP handler %r changed flask.session after its response had started streaming "
+                    "(SSE): the change is not saved in the client's session cookie. Change the session "
+                    "before the handler's first notification (progress, log) or question to the client; "
+                    "a legacy-session call on the SDK's path streams from its start (MCP_JSON_RESPONSE "
+                    "answers it with JSON).",
+                    session.handler,
+                )
+
+        self.on_update = on_update
+
+
 class FlaskEndpoint(MCPEndpoint):
     """An ``MCPEndpoint`` bound to the Flask application that serves it."""
 
@@ -71,6 +107,23 @@ class FlaskEndpoint(MCPEndpoint):
         if has_app_context() and current_app._get_current_object() is self.app:  # type: ignore[attr-defined]
             return contextlib.nullcontext()
         return self.app.app_context()
+
+    def response_started(self, request: HTTPRequest, handler: str) -> None:
+        # Flask saves the request's session into the response after the view returns, while the
+        # handler runs on here: from now on the handler (this context and the tasks it starts)
+        # gets a request context of its own whose session is a copy, so what Flask saves is what
+        # the handler left before the stream started, with no race between the two threads.
+        if not has_request_context():
+            return
+        outer = request_ctx._get_current_object()  # type: ignore[attr-defined]
+        if outer.request is not request.native:
+            return
+        detached = RequestContext(
+            self.app, outer.request.environ, request=outer.request, session=StreamedSession(outer.session, handler)
+        )
+        # Never popped: it ends with the handler's context (popping would run the app's
+        # teardown_request functions a second time).
+        detached.push()
 
     async def handle_async(self, request: HTTPRequest) -> HTTPResponse:
         # Tasks started while serving (a legacy tool call outlives this coroutine) copy the

@@ -152,9 +152,10 @@ class MCP:
     ``flask mcp migrate`` or :meth:`MCP.migrate` before serving.
 
     Tools run inside the serving application's context (``current_app``, Flask-SQLAlchemy's
-    ``db.session``), not in a request context: the Flask request object is
-    ``ctx.request_context.request``. With Flask-WTF's ``CSRFProtect`` set up first, the MCP
-    routes are exempted from it (MCP clients send no CSRF token).
+    ``db.session``) and see the MCP request's (``flask.request``, also
+    ``ctx.request_context.request``, and ``flask.session``, saved in the response unless it
+    had started streaming as SSE: see the README). With Flask-WTF's ``CSRFProtect`` set up
+    first, the MCP routes are exempted from it (MCP clients send no CSRF token).
 
     :param app: the application, for the non-factory pattern.
     :param server: a server to serve at ``url``.
