@@ -684,3 +684,78 @@ def test_a_beat_that_fails_with_a_runtime_error_does_not_stop_the_heartbeat(capl
         assert task.done() and not task.cancelled() and task.exception() is None
     finally:
         point.close()
+
+
+# -- the moment a response starts streaming ------------------------------------------------------
+
+streaming_marker: contextvars.ContextVar[str] = contextvars.ContextVar("streaming_marker", default="json")
+
+
+class StreamWatcher(MCPEndpoint):
+    """Records ``response_started`` and marks the context it runs in, as an adapter would."""
+
+    fail = False
+
+    def response_started(self, request: HTTPRequest, handler: str) -> None:
+        self.started.append(handler)
+        streaming_marker.set("streaming")
+        if self.fail:
+            raise RuntimeError("an adapter's bug")
+
+
+def _watched(fail: bool = False) -> StreamWatcher:
+    server = MCPServer("Streams")
+
+    @server.tool()
+    async def notify_then_look(ctx: Context) -> str:
+        before = streaming_marker.get()
+        await ctx.report_progress(1, 2, "half way")
+        await ctx.report_progress(2, 2, "done")
+        return f"{before}->{streaming_marker.get()}"
+
+    @server.tool()
+    async def look(ctx: Context) -> str:
+        return streaming_marker.get()
+
+    point = StreamWatcher(server, MCPConfig(secret_keys=(SECRET,)), MemoryStore())
+    point.started = []
+    point.fail = fail
+    return point
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_the_adapter_hears_when_a_response_starts_streaming_in_the_handlers_context(
+    fail: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """2026-07-28: at the first notification (once), not for a JSON answer; legacy on the SDK's
+    path: before the handler runs. Always in the handler's own context, and an adapter that
+    fails there fails no call."""
+    point = _watched(fail)
+    try:
+        answer = point.handle(modern_call("look", {}))
+        assert json.loads(answer.body)["result"]["content"][0]["text"] == "json"
+        assert point.started == []
+        streamed = point.handle(
+            modern_call(
+                "notify_then_look",
+                {},
+                _meta={
+                    "io.modelcontextprotocol/protocolVersion": MODERN,
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                    "progressToken": "p",
+                },
+            )
+        )
+        assert streamed.stream is not None
+        assert events(point, streamed)[-1]["data"]["result"]["content"][0]["text"] == "json->streaming"
+        assert point.started == ["notify_then_look"]
+        session = initialize(point)
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "look", "arguments": {}}}
+        legacy_answer = point.handle(legacy(session, call))
+        assert legacy_answer.stream is not None
+        assert events(point, legacy_answer)[-1]["data"]["result"]["content"][0]["text"] == "streaming"
+        assert point.started == ["notify_then_look", "look"]
+    finally:
+        point.close()
+    failures = [r for r in caplog.records if "response_started failed" in r.getMessage()]
+    assert len(failures) == (2 if fail else 0)
