@@ -77,10 +77,9 @@ class StreamedSession(SecureCookieSession):
                 session.warned = True
                 logger.warning(
                     "MCP handler %r changed flask.session after its response had started streaming "
-                    "(SSE): the change is not saved in the client's session cookie. Change the session "
-                    "before the handler's first notification (progress, log) or question to the client; "
-                    "a legacy-session call on the SDK's path streams from its start (MCP_JSON_RESPONSE "
-                    "answers it with JSON).",
+                    "(SSE): the change is not saved in the client's session cookie. On the 2026-07-28 "
+                    "era, change it before the handler's first notification (progress, log); a legacy "
+                    "call on the SDK's path streams from its start (MCP_JSON_RESPONSE answers with JSON).",
                     session.handler,
                 )
 
