@@ -26,18 +26,20 @@ def database_url() -> str:
 
 
 def parse_database_url(url: str) -> dict[str, str]:
-    """``sqlite:///path`` or ``postgresql://user:pass@host:port/name`` as parts."""
+    """``sqlite:///path``, ``postgresql://user:pass@host:port/name`` or
+    ``mysql://user:pass@host:port/name`` (MySQL or MariaDB) as parts."""
     parts = urlsplit(url)
     scheme = parts.scheme.split("+")[0]
     if scheme == "sqlite":
         return {"engine": "sqlite", "name": unquote(parts.path) if parts.path not in ("", "/") else ":memory:"}
-    if scheme in ("postgres", "postgresql"):
+    engines = {"postgres": "postgresql", "postgresql": "postgresql", "mysql": "mysql", "mariadb": "mysql"}
+    if scheme in engines:
         return {
-            "engine": "postgresql",
+            "engine": engines[scheme],
             "name": unquote(parts.path.lstrip("/")),
             "user": unquote(parts.username or ""),
             "password": unquote(parts.password or ""),
             "host": parts.hostname or "",
             "port": str(parts.port or ""),
         }
-    raise ValueError(f"Unsupported database URL {url!r}: use sqlite:///path or postgresql://...")
+    raise ValueError(f"Unsupported database URL {url!r}: use sqlite:///path, postgresql://... or mysql://...")

@@ -69,6 +69,21 @@ if _db["engine"] == "sqlite":
             },
         }
     }
+elif _db["engine"] == "mysql":
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.mysql",
+            "NAME": _db["name"],
+            "USER": _db["user"],
+            "PASSWORD": _db["password"],
+            "HOST": _db["host"],
+            "PORT": _db["port"],
+            "CONN_MAX_AGE": 60,
+            # Django's recommended setup: 4-byte UTF-8 (emoji in a question), strict mode.
+            "OPTIONS": {"charset": "utf8mb4"},
+            "TEST": {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"},
+        }
+    }
 else:
     DATABASES = {
         "default": {

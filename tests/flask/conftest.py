@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -17,6 +18,9 @@ from mcp_flask import MCP, make_engine, migrate
 
 SECRET_KEY = "flask-adapter-tests-secret-key-0123456789abcdef"
 POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
+MARIADB_URL = os.environ.get("MCP_TEST_MARIADB", "")
+"""The MariaDB (or MySQL) server of the MariaDB tests, as ``mysql://user@host:port``; unset,
+they are skipped. scripts/test.sh sets it."""
 
 
 @pytest.fixture
@@ -69,11 +73,72 @@ def postgres_schema() -> Iterator[dict[str, Any]]:
         admin.dispose()
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+class MariaDBDatabases:
+    """Fresh databases on the MariaDB server of ``MCP_TEST_MARIADB``, dropped by :meth:`drop_all`."""
+
+    def __init__(self) -> None:
+        self.created: list[str] = []
+
+    def _admin(self) -> Engine:
+        if not MARIADB_URL:
+            pytest.skip("MariaDB/MySQL: set MCP_TEST_MARIADB=mysql://root@127.0.0.1:3306 (scripts/test.sh does)")
+        engine = make_engine(MARIADB_URL)
+        try:
+            engine.connect().close()
+        except Exception as exc:
+            engine.dispose()
+            pytest.fail(f"MariaDB at {MARIADB_URL} (MCP_TEST_MARIADB) is unreachable: {exc}")
+        return engine
+
+    def new(self, prefix: str = "mcp_flask_test") -> str:
+        """The URL of a new empty database."""
+        name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+        admin = self._admin()
+        with admin.begin() as connection:
+            connection.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"))
+        admin.dispose()
+        self.created.append(name)
+        return f"{MARIADB_URL.rstrip('/')}/{name}"
+
+    def drop_all(self) -> None:
+        if not self.created:
+            return
+        admin = self._admin()
+        with admin.begin() as connection:
+            for name in self.created:
+                connection.execute(text(f"DROP DATABASE IF EXISTS `{name}`"))
+        admin.dispose()
+        self.created.clear()
+
+
+@pytest.fixture(scope="session")
+def mariadb_databases() -> Iterator[MariaDBDatabases]:
+    databases = MariaDBDatabases()
+    yield databases
+    databases.drop_all()
+
+
+@pytest.fixture(scope="session")
+def mariadb_url(mariadb_databases: MariaDBDatabases) -> str:
+    """A database of its own on the MariaDB server (skips when ``MCP_TEST_MARIADB`` is unset)."""
+    return mariadb_databases.new()
+
+
+BACKENDS = [
+    "sqlite",
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("mariadb", marks=pytest.mark.mariadb),
+]
+"""Every database the Flask store tests run against."""
+
+
+@pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest, sqlite_uri: str) -> tuple[str, dict[str, Any]]:
     """``(MCP_DATABASE_URI, MCP_ENGINE_OPTIONS)`` of each database the tests run against."""
     if request.param == "sqlite":
         return sqlite_uri, {}
+    if request.param == "mariadb":
+        return str(request.getfixturevalue("mariadb_url")), {}
     options: dict[str, Any] = request.getfixturevalue("postgres_schema")
     return POSTGRES_URL, options
 

@@ -49,7 +49,7 @@ from mcp_flask.models import (
     MCPWorker,
     metadata,
 )
-from tests.flask.conftest import POSTGRES_URL
+from tests.flask.conftest import BACKENDS, POSTGRES_URL, MariaDBDatabases
 
 PREVIOUS = "mcp_0001"
 HEAD = "mcp_0004"
@@ -110,16 +110,26 @@ def pg_store_url(pg_databases: PostgresDatabases) -> str:
     return url
 
 
+@pytest.fixture(scope="module")
+def mariadb_store_url(mariadb_databases: MariaDBDatabases) -> str:
+    """The module's MariaDB database for the store tests, migrated to head."""
+    url = mariadb_databases.new("mcp_flask_elic")
+    engine = make_engine(url)
+    migrate(engine)
+    engine.dispose()
+    return url
+
+
 @pytest.fixture
 def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """An empty database of the requested kind (``request.param``: sqlite or postgres)."""
+    """An empty database of the requested kind (``request.param``: sqlite, postgres or mariadb)."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / f'fresh-{uuid.uuid4().hex[:8]}.sqlite3'}"
+    if request.param == "mariadb":
+        mariadb: MariaDBDatabases = request.getfixturevalue("mariadb_databases")
+        return mariadb.new("mcp_flask_elic")
     databases: PostgresDatabases = request.getfixturevalue("pg_databases")
     return databases.new()
-
-
-BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
 @contextmanager
@@ -129,7 +139,7 @@ def _migrated_engine(kind: str, request: pytest.FixtureRequest, tmp_path: Path) 
         engine = make_engine(f"sqlite:///{tmp_path / 'elicitations.sqlite3'}")
         migrate(engine)
     else:
-        engine = make_engine(request.getfixturevalue("pg_store_url"))
+        engine = make_engine(request.getfixturevalue("pg_store_url" if kind == "postgres" else "mariadb_store_url"))
     try:
         yield engine
     finally:
