@@ -18,6 +18,7 @@ import datetime as dt
 from typing import Any
 
 from sqlalchemy import BigInteger, Boolean, DateTime, Index, Integer, MetaData, String, Text, UniqueConstraint
+from sqlalchemy.dialects.mysql import DATETIME as MYSQL_DATETIME
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -48,11 +49,18 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
     """A timezone-aware UTC timestamp on every backend.
 
     PostgreSQL keeps the offset (``timestamptz``); SQLite keeps none, so values are stored as
-    UTC wall time and read back as UTC, never as the server's local time.
+    UTC wall time and read back as UTC, never as the server's local time. MySQL and MariaDB
+    keep none either, and their plain ``DATETIME`` drops the microseconds: ``DATETIME(6)``
+    there (as Django's ``DateTimeField``), so an instant reads back as the one written.
     """
 
     impl = DateTime(timezone=True)
     cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> Any:
+        if dialect.name in ("mysql", "mariadb"):
+            return dialect.type_descriptor(MYSQL_DATETIME(fsp=6))
+        return dialect.type_descriptor(self.impl)
 
     def process_bind_param(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
         if value is None:

@@ -52,7 +52,7 @@ from mcp_flask.models import (
 from tests.flask.conftest import BACKENDS, POSTGRES_URL, MariaDBDatabases
 
 PREVIOUS = "mcp_0001"
-HEAD = "mcp_0004"
+HEAD = "mcp_0005"
 NEW_TABLES = ("mcp_elicitation", "mcp_request_state", "mcp_worker")
 ALL_TABLES = ("mcp_session", "mcp_event", "mcp_pending_request", *NEW_TABLES)
 TIME_FIELDS = ("created", "updated", "expires", "consumed")
@@ -1053,6 +1053,25 @@ def test_migrate_a_fresh_database(fresh_url: str) -> None:
         _check_head(engine)
         migrate(engine)  # idempotent
         assert current_revision(engine) == HEAD
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("fresh_url", BACKENDS, indirect=True)
+def test_a_database_migrated_before_mcp_0005_keeps_microseconds_after_it(fresh_url: str) -> None:
+    """MySQL and MariaDB: mcp_0001-0004 made whole-second columns there; an upgraded database
+    reads back the instant written, as a fresh one does."""
+    engine = make_engine(fresh_url)
+    try:
+        migrate(engine, "mcp_0004")
+        migrate(engine)
+        store = SQLAlchemyStore(engine)
+        now = time.time()
+        store.create_session(_session(last_seen=now))
+        store.beat_worker("host:1:abc", now)
+        loaded = store.get_session("s1")
+        assert loaded is not None and loaded.last_seen == pytest.approx(now, abs=2e-6)
+        assert store.worker_seen("host:1:abc") == pytest.approx(now, abs=2e-6)
     finally:
         engine.dispose()
 

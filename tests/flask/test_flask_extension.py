@@ -632,7 +632,7 @@ def test_cli_migrate_and_purge(make_app: Callable[..., Flask]) -> None:
     runner = app.test_cli_runner()
     result = runner.invoke(args=["mcp", "migrate"])
     assert result.exit_code == 0, result.output
-    assert "mcp_0004" in result.output
+    assert "mcp_0005" in result.output
     result = runner.invoke(args=["mcp", "purge"])
     assert result.exit_code == 0 and "Deleted 0 expired MCP session(s)" in result.output
     import time as _time
