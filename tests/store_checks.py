@@ -1,7 +1,8 @@
-"""What the Django and Flask store tests both check on PostgreSQL, with the real store against
-a real server. The event log: interleavings are forced with a trigger that holds an INSERT's
-transaction open until the test lets it go. Writes whose acknowledgement is lost: a proxy
-(tests.pg_proxy) cuts the connection after the server committed."""
+"""What the Django and Flask store tests both check on PostgreSQL (and the event log on
+MariaDB), with the real store against a real server. The event log: interleavings are forced
+with a trigger that holds an INSERT's transaction open until the test lets it go. Writes whose
+acknowledgement is lost: a proxy (tests.pg_proxy) cuts the connection after the server
+committed."""
 
 from __future__ import annotations
 
@@ -35,37 +36,120 @@ def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 10.0) -
         time.sleep(0.01)
 
 
+class PostgresGate:
+    """Holds the commit of one INSERT into ``table`` open: a trigger waits for an advisory lock
+    that the test holds. ``admin``: a psycopg connection (autocommit) of its own to the
+    store's database."""
+
+    def __init__(self, admin: Any, table: str) -> None:
+        self.admin = admin
+        self.table = table
+        self.suffix = uuid.uuid4().hex[:12]
+        self.key = int(self.suffix[:7], 16)
+
+    def install(self, message: str) -> None:
+        """Gate the INSERT of the event whose message is ``message``."""
+        self.admin.execute(
+            f"CREATE FUNCTION mcp_gate_{self.suffix}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            f"IF NEW.message = '{message}' THEN PERFORM pg_advisory_xact_lock_shared({self.key}); END IF; "
+            "RETURN NEW; END $$"
+        )
+        self.admin.execute(
+            f"CREATE TRIGGER mcp_gate_{self.suffix} AFTER INSERT ON {self.table} FOR EACH ROW "
+            f"EXECUTE FUNCTION mcp_gate_{self.suffix}()"
+        )
+
+    def close(self) -> None:
+        self.admin.execute(f"DROP TRIGGER IF EXISTS mcp_gate_{self.suffix} ON {self.table}")
+        self.admin.execute(f"DROP FUNCTION IF EXISTS mcp_gate_{self.suffix}()")
+
+    def hold(self) -> None:
+        self.admin.execute("SELECT pg_advisory_lock(%s)", [self.key])
+
+    def release(self) -> None:
+        self.admin.execute("SELECT pg_advisory_unlock_all()")
+
+    def _waiting(self) -> list[int]:
+        # The advisory locks sessions of this database wait for (objid: the low 32 bits).
+        return [
+            row[0]
+            for row in self.admin.execute(
+                "SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+                "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            )
+        ]
+
+    def gated(self) -> bool:
+        """The gated INSERT waits."""
+        return self.key in self._waiting()
+
+    def waiting(self) -> int:
+        """How many connections to the database wait for a lock."""
+        return len(self._waiting())
+
+
+class MariaDBGate:
+    """:class:`PostgresGate` on MariaDB or MySQL: the trigger waits for a named lock
+    (``GET_LOCK``) that the test holds. ``admin``: a MySQLdb connection (autocommit) of its own
+    to the store's database."""
+
+    def __init__(self, admin: Any, table: str) -> None:
+        self.admin = admin
+        self.table = table
+        self.suffix = uuid.uuid4().hex[:12]
+        self.lock = f"mcp_gate_{self.suffix}"
+
+    def _run(self, sql: str, params: Any = ()) -> list[Any]:
+        with self.admin.cursor() as cursor:
+            cursor.execute(sql, params or None)
+            return list(cursor.fetchall() or ())
+
+    def install(self, message: str) -> None:
+        self._run(
+            f"CREATE TRIGGER mcp_gate_{self.suffix} AFTER INSERT ON {self.table} FOR EACH ROW "
+            f"BEGIN IF NEW.message = '{message}' THEN "
+            f"SET @mcp_gate = GET_LOCK('{self.lock}', 30); SET @mcp_gate = RELEASE_LOCK('{self.lock}'); "
+            "END IF; END"
+        )
+
+    def close(self) -> None:
+        self._run(f"DROP TRIGGER IF EXISTS mcp_gate_{self.suffix}")
+
+    def hold(self) -> None:
+        assert self._run("SELECT GET_LOCK(%s, 5)", [self.lock]) == [(1,)]
+
+    def release(self) -> None:
+        self._run("DO RELEASE_ALL_LOCKS()")
+
+    def _waiting(self) -> list[str]:
+        # The statements of this database's connections that wait for a named lock.
+        return [
+            str(row[0])
+            for row in self._run(
+                "SELECT INFO FROM information_schema.PROCESSLIST WHERE STATE = 'User lock' AND DB = DATABASE()"
+            )
+        ]
+
+    def gated(self) -> bool:
+        # A trigger's waiting statement is its own (the GET_LOCK of the gate), not the INSERT.
+        return any(self.lock in info for info in self._waiting())
+
+    def waiting(self) -> int:
+        return len(self._waiting())
+
+
 def check_a_reader_misses_no_event_committed_late(
-    store: SessionStore, admin: Any, table: str, thread_done: Callable[[], None] = lambda: None
+    store: SessionStore, gate: PostgresGate | MariaDBGate, thread_done: Callable[[], None] = lambda: None
 ) -> None:
     """Two workers append to one stream (the session's GET stream); the first takes its event
     id, then its commit is slow. A reader that reads "events after the last id I delivered"
     between the two commits must still get the first event afterwards.
 
-    ``admin``: a psycopg connection (autocommit) of its own to the store's database, where
-    ``table`` is the event table. ``thread_done`` runs at the end of each writer thread.
+    ``gate`` holds the first append's commit open until the test lets it go. ``thread_done``
+    runs at the end of each writer thread.
     """
-    suffix = uuid.uuid4().hex[:12]
-    gate = int(suffix[:7], 16)
     slow = '{"n": "slow commit"}'
-    admin.execute(
-        f"CREATE FUNCTION mcp_gate_{suffix}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-        f"IF NEW.message = '{slow}' THEN PERFORM pg_advisory_xact_lock_shared({gate}); END IF; "
-        "RETURN NEW; END $$"
-    )
-    admin.execute(
-        f"CREATE TRIGGER mcp_gate_{suffix} AFTER INSERT ON {table} FOR EACH ROW EXECUTE FUNCTION mcp_gate_{suffix}()"
-    )
-
-    def waiting() -> list[int]:
-        # The advisory locks sessions of this database wait for (objid: the low 32 bits).
-        return [
-            row[0]
-            for row in admin.execute(
-                "SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
-                "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-            )
-        ]
+    gate.install(slow)
 
     def append(message: str, done: threading.Event) -> None:
         try:
@@ -79,16 +163,16 @@ def check_a_reader_misses_no_event_committed_late(
         threading.Thread(target=append, args=(slow, first_done)),
         threading.Thread(target=append, args=('{"n": 2}', second_done)),
     ]
-    admin.execute("SELECT pg_advisory_lock(%s)", [gate])
+    gate.hold()
     try:
         writers[0].start()
-        _wait_for(lambda: gate in waiting(), "the first append waits to commit")
+        _wait_for(gate.gated, "the first append waits to commit")
         writers[1].start()
-        _wait_for(lambda: second_done.is_set() or len(waiting()) == 2, "the second append committed or waits")
+        _wait_for(lambda: second_done.is_set() or gate.waiting() == 2, "the second append committed or waits")
         # A worker's reader polls now, then after both commits, from the last id it delivered.
         seen = store.events_after("s-gated", GET_STREAM, 0)
         after = seen[-1].event_id if seen else 0
-        admin.execute("SELECT pg_advisory_unlock(%s)", [gate])
+        gate.release()
         for writer in writers:
             writer.join(10)
         assert first_done.is_set() and second_done.is_set()
@@ -98,12 +182,11 @@ def check_a_reader_misses_no_event_committed_late(
         # Delivered in id order, each once.
         assert [event_id for event_id, _ in delivered] == sorted({event_id for event_id, _ in delivered}), delivered
     finally:
-        admin.execute("SELECT pg_advisory_unlock_all()")
+        gate.release()
         for writer in writers:
             if writer.is_alive():
                 writer.join(10)
-        admin.execute(f"DROP TRIGGER IF EXISTS mcp_gate_{suffix} ON {table}")
-        admin.execute(f"DROP FUNCTION IF EXISTS mcp_gate_{suffix}()")
+        gate.close()
 
 
 # -- writes whose acknowledgement is lost --------------------------------------------------------

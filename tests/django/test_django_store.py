@@ -1,6 +1,6 @@
-"""The Django store on PostgreSQL (run by scripts/test.sh with ``MCP_EXAMPLE_DATABASE_URL``
-set): its event log (on SQLite one writer at a time commits ids in order), and its writes
-whose acknowledgement a lost connection took."""
+"""The Django store on PostgreSQL and on MariaDB (run by scripts/test.sh with
+``MCP_EXAMPLE_DATABASE_URL`` set): its event log (on SQLite one writer at a time commits ids in
+order), and on PostgreSQL its writes whose acknowledgement a lost connection took."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from mcp_django.store import DjangoStore
 from tests.pg_proxy import PostgresProxy
 from tests.store_checks import (
     LOST_ACKNOWLEDGEMENT_CHECKS,
+    MariaDBGate,
+    PostgresGate,
     check_a_reader_misses_no_event_committed_late,
     check_a_session_id_taken_by_another_row_still_conflicts,
 )
@@ -64,6 +66,26 @@ def test_a_reader_misses_no_event_committed_late() -> None:
     with psycopg.connect(
         dbname=settings["NAME"], user=settings["USER"], host=settings["HOST"], port=settings["PORT"], autocommit=True
     ) as admin:
-        check_a_reader_misses_no_event_committed_late(
-            DjangoStore(), admin, connection.ops.quote_name(MCPEvent._meta.db_table), lambda: connection.close()
-        )
+        gate = PostgresGate(admin, connection.ops.quote_name(MCPEvent._meta.db_table))
+        check_a_reader_misses_no_event_committed_late(DjangoStore(), gate, lambda: connection.close())
+
+
+def test_a_reader_misses_no_event_committed_late_on_mariadb() -> None:
+    if connection.vendor != "mysql":
+        pytest.skip("MariaDB/MySQL only: set MCP_EXAMPLE_DATABASE_URL=mysql://... (scripts/test.sh does)")
+    import MySQLdb
+
+    settings = connection.settings_dict
+    admin = MySQLdb.connect(
+        database=settings["NAME"],
+        user=settings["USER"],
+        password=settings["PASSWORD"],
+        host=settings["HOST"] or "127.0.0.1",
+        port=int(settings["PORT"] or 3306),
+        autocommit=True,
+    )
+    try:
+        gate = MariaDBGate(admin, connection.ops.quote_name(MCPEvent._meta.db_table))
+        check_a_reader_misses_no_event_committed_late(DjangoStore(), gate, lambda: connection.close())
+    finally:
+        admin.close()

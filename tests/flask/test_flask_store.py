@@ -1,4 +1,4 @@
-"""``SQLAlchemyStore`` and the shipped migrations, on SQLite and on PostgreSQL."""
+"""``SQLAlchemyStore`` and the shipped migrations, on SQLite, PostgreSQL and MariaDB."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ from tests.flask.conftest import POSTGRES_URL
 from tests.pg_proxy import PostgresProxy
 from tests.store_checks import (
     LOST_ACKNOWLEDGEMENT_CHECKS,
+    MariaDBGate,
+    PostgresGate,
     check_a_reader_misses_no_event_committed_late,
     check_a_session_id_taken_by_another_row_still_conflicts,
 )
@@ -237,7 +239,18 @@ def test_a_reader_misses_no_event_committed_late(store: SQLAlchemyStore, postgre
     import psycopg
 
     with psycopg.connect(POSTGRES_URL, autocommit=True, **postgres_schema["connect_args"]) as admin:
-        check_a_reader_misses_no_event_committed_late(store, admin, "mcp_event")
+        check_a_reader_misses_no_event_committed_late(store, PostgresGate(admin, "mcp_event"))
+
+
+@pytest.mark.mariadb
+@pytest.mark.parametrize("backend", ["mariadb"], indirect=True)
+def test_a_reader_misses_no_event_committed_late_on_mariadb(store: SQLAlchemyStore) -> None:
+    admin = store.engine.raw_connection()
+    try:
+        admin.dbapi_connection.autocommit(True)  # type: ignore[union-attr]
+        check_a_reader_misses_no_event_committed_late(store, MariaDBGate(admin.dbapi_connection, "mcp_event"))
+    finally:
+        admin.invalidate()  # never back to the pool in autocommit mode
 
 
 @pytest.fixture
