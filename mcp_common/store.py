@@ -135,7 +135,8 @@ class EventRecord:
 
 
 def stream_lock_key(session_id: str, stream_key: str) -> int:
-    """The key of the PostgreSQL advisory lock that appends to one stream take in turn.
+    """The key of the PostgreSQL advisory lock that appends to one stream take in turn (on
+    MySQL and MariaDB, of the named lock of :func:`take_stream_turn`).
 
     An event id comes from a sequence: taken when the row is inserted, visible when its
     transaction commits. Two workers appending to one stream (the GET stream is written by
@@ -148,6 +149,40 @@ def stream_lock_key(session_id: str, stream_key: str) -> int:
     """
     digest = hashlib.blake2b(f"{session_id}\x00{stream_key}".encode(), digest_size=8, person=b"mcp-stream")
     return int.from_bytes(digest.digest(), "big", signed=True)
+
+
+STREAM_TURN_TIMEOUT = 30
+"""Seconds a MySQL/MariaDB append waits for its stream's turn before it fails."""
+
+
+def stream_turn_name(session_id: str, stream_key: str) -> str:
+    """The name of the stream's MySQL/MariaDB named lock (server-wide, so a digest, not the ids)."""
+    return f"mcp-stream:{stream_lock_key(session_id, stream_key) & (2**64 - 1):016x}"
+
+
+def take_stream_turn(cursor: Any, session_id: str, stream_key: str) -> str:
+    """MySQL and MariaDB: wait for the stream's turn to append (a named lock, ``GET_LOCK``),
+    on a DB-API ``cursor`` with ``%s`` parameters; the lock's name, for :func:`leave_stream_turn`.
+
+    InnoDB takes an ``AUTO_INCREMENT`` id at the INSERT and shows it at commit, as PostgreSQL's
+    sequence does (see :func:`stream_lock_key`). A named lock belongs to the connection, not
+    to the transaction: the caller takes it before the INSERT and leaves it after the commit
+    (a connection that dies leaves it too). Raises ``TimeoutError`` after
+    :data:`STREAM_TURN_TIMEOUT` seconds.
+    """
+    name = stream_turn_name(session_id, stream_key)
+    cursor.execute("SELECT GET_LOCK(%s, %s)", [name, STREAM_TURN_TIMEOUT])
+    row = cursor.fetchone()
+    if row is None or row[0] != 1:
+        raise TimeoutError(
+            f"the stream {stream_key!r} of session {session_id!r} stayed locked for {STREAM_TURN_TIMEOUT} s"
+        )
+    return name
+
+
+def leave_stream_turn(cursor: Any, name: str) -> None:
+    """Let the next append to the stream go (after the commit of this one)."""
+    cursor.execute("DO RELEASE_LOCK(%s)", [name])
 
 
 def new_row_id() -> str:

@@ -31,6 +31,7 @@ from mcp_common.store import (
     answer_recorded,
     column_values,
     complete_rows,
+    leave_stream_turn,
     pending_written,
     record_of,
     rerun_claim,
@@ -40,6 +41,7 @@ from mcp_common.store import (
     state_redeemed,
     state_saved,
     stream_lock_key,
+    take_stream_turn,
 )
 from mcp_django.models import (
     MCPElicitation,
@@ -174,6 +176,19 @@ class DjangoStore:
     @_serial_on_sqlite
     def append_event(self, session_id: str, stream_key: str, message: str, final: bool = False) -> int:
         connection = connections[_alias()]
+        if connection.vendor == "mysql" and connection.get_autocommit() and not connection.in_atomic_block:
+            # Appends to one stream take turns, so its ids commit in order (see take_stream_turn):
+            # the INSERT commits (autocommit) before the turn is left. Inside an application's
+            # transaction the commit comes later, when a turn left now would guard nothing.
+            with connection.cursor() as cursor:
+                turn = take_stream_turn(cursor, session_id, stream_key)
+                try:
+                    row = MCPEvent.objects.create(
+                        session_id=session_id, stream_key=stream_key, message=message, final=final
+                    )
+                finally:
+                    leave_stream_turn(cursor, turn)
+            return row.id
         if connection.vendor != "postgresql":
             row = MCPEvent.objects.create(session_id=session_id, stream_key=stream_key, message=message, final=final)
             return row.id

@@ -37,6 +37,7 @@ from mcp_common.store import (
     SQLiteWriteLock,
     answer_recorded,
     column_values,
+    leave_stream_turn,
     overdue,
     pending_written,
     record_of,
@@ -47,6 +48,7 @@ from mcp_common.store import (
     state_redeemed,
     state_saved,
     stream_lock_key,
+    take_stream_turn,
 )
 from mcp_flask.models import (
     MCPElicitation,
@@ -141,6 +143,7 @@ _READ_SESSION = select(
 ).where(MCPSession.session_id == bindparam("b_session"))
 _INSERT_STATE = insert(MCPRequestState)
 _INSERT_ELICITATION = insert(MCPElicitation)
+_INSERT_EVENT = insert(MCPEvent)
 
 
 def _claim_state() -> Any:
@@ -238,6 +241,8 @@ class _DriverStatements:
         """Writes of several rows go out as one statement (a data-modifying ``WITH``)."""
         self.append_event = _DriverStatement(_APPEND_EVENT_IN_TURN, dialect) if self.one_statement else None
         """PostgreSQL: an event's INSERT that takes its stream's turn first."""
+        self.stream_turns = dialect.name in ("mysql", "mariadb")
+        """MySQL and MariaDB: an event's INSERT waits for its stream's named lock (take_stream_turn)."""
         self._inserts: dict[tuple[Any, tuple[str, ...]], _DriverStatement] = {}
         self._saves: dict[int, _DriverStatement] = {}
         self._redemptions: dict[int, _DriverStatement] = {}
@@ -350,18 +355,23 @@ class SQLAlchemyStore:
         self._autocommit_capable = engine.dialect.name == "postgresql" and engine.dialect.driver == "psycopg"
 
     @contextlib.contextmanager
-    def _driver_transaction(self, write: bool = True, one_statement: bool = False) -> Iterator[Any]:
+    def _driver_transaction(
+        self, write: bool = True, one_statement: bool = False, stream: tuple[str, str] | None = None
+    ) -> Iterator[Any]:
         """A DBAPI cursor inside one transaction on a pooled connection, for the statements of
         :class:`_DriverStatements` (``write=False``: reads only, so no write lock is taken on
         SQLite). ``one_statement``: the caller runs a single statement, which PostgreSQL (with
         psycopg) then runs in autocommit mode, a transaction of its own, without the ``BEGIN``
-        and ``COMMIT`` round trips. Driver errors surface as SQLAlchemy's (``IntegrityError``,
+        and ``COMMIT`` round trips. ``stream``: ``(session_id, stream_key)`` whose turn
+        (:func:`mcp_common.store.take_stream_turn`) the transaction takes first and leaves after
+        its commit or rollback. Driver errors surface as SQLAlchemy's (``IntegrityError``,
         and a lost connection as an invalidated ``DBAPIError``, which ``_retry`` retries)."""
         dialect = self.engine.dialect
         raw = self.engine.raw_connection()
         dbapi_connection = raw.dbapi_connection
         cursor = None
         autocommit = False
+        turn = None
         try:
             if one_statement and self._autocommit_capable:
                 dbapi_connection.autocommit = True  # type: ignore[union-attr]
@@ -369,9 +379,14 @@ class SQLAlchemyStore:
             cursor = raw.cursor()
             if self._sqlite and write:
                 cursor.execute("BEGIN IMMEDIATE")
+            if stream is not None:
+                turn = take_stream_turn(cursor, *stream)
             yield cursor
             if not autocommit:
                 raw.commit()
+            if turn is not None:
+                leave_stream_turn(cursor, turn)
+                turn = None
         except dialect.loaded_dbapi.Error as exc:
             lost = dialect.is_disconnect(exc, dbapi_connection, cursor)
             if lost:
@@ -391,6 +406,13 @@ class SQLAlchemyStore:
                 raw.rollback()
             raise
         finally:
+            if turn is not None and raw.is_valid:
+                # After the rollback. A connection that fails to let the turn go is dropped, which
+                # lets it go: never hand the pool a connection holding a stream's turn.
+                try:
+                    leave_stream_turn(cursor, turn)
+                except Exception:
+                    raw.invalidate()
             if cursor is not None:
                 with contextlib.suppress(Exception):
                     cursor.close()
@@ -489,6 +511,14 @@ class SQLAlchemyStore:
             with self._driver_transaction(one_statement=True) as cursor:
                 cursor.execute(statement.sql, statement.params(params))
                 return int(cursor.fetchone()[0])
+        if self._driver.stream_turns:
+            # MySQL, MariaDB: the same turns, with a named lock around the transaction.
+            values = {"session_id": session_id, "stream_key": stream_key, "message": message, "final": final}
+            values["created"] = utcnow()
+            insert_event = self._driver.insert(_INSERT_EVENT, tuple(values))
+            with self._driver_transaction(stream=(session_id, stream_key)) as cursor:
+                cursor.execute(insert_event.sql, insert_event.params(values))
+                return int(cursor.lastrowid)
         with self._session() as s, s.begin():
             row = MCPEvent(session_id=session_id, stream_key=stream_key, message=message, final=final)
             s.add(row)

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
-from django.db import IntegrityError, connection
+from django.db import IntegrityError, connection, connections
 
+from mcp_common.store import stream_turn_name
 from mcp_django.models import MCPEvent
 from mcp_django.store import DjangoStore
 from tests.pg_proxy import PostgresProxy
@@ -89,3 +90,21 @@ def test_a_reader_misses_no_event_committed_late_on_mariadb() -> None:
         check_a_reader_misses_no_event_committed_late(DjangoStore(), gate, lambda: connection.close())
     finally:
         admin.close()
+
+
+def test_an_append_leaves_its_streams_turn_even_when_it_fails() -> None:
+    """MariaDB: a connection that kept a stream's named lock would stall every other worker's
+    appends to that stream."""
+    if connection.vendor != "mysql":
+        pytest.skip("MariaDB/MySQL only: set MCP_EXAMPLE_DATABASE_URL=mysql://... (scripts/test.sh does)")
+    store = DjangoStore()
+    store.append_event("s1", "call", "{}")
+    with pytest.raises(IntegrityError):
+        store.append_event("s1", "call", None)  # type: ignore[arg-type]  # NOT NULL
+    other = connections.create_connection("default")
+    try:
+        with other.cursor() as cursor:
+            cursor.execute("SELECT IS_USED_LOCK(%s)", [stream_turn_name("s1", "call")])
+            assert cursor.fetchone()[0] is None
+    finally:
+        other.close()

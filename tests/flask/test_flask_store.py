@@ -14,9 +14,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from mcp_common.store import GET_STREAM, SessionRecord
+from mcp_common.store import GET_STREAM, SessionRecord, stream_turn_name
 from mcp_flask import SQLAlchemyStore, make_engine, migrate
 from mcp_flask.migrations import current_revision
 from mcp_flask.models import VERSION_TABLE, include_object, metadata
@@ -279,3 +279,16 @@ def test_a_write_whose_acknowledgement_is_lost(
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 def test_a_session_id_taken_by_another_row_still_conflicts(proxied: tuple[SQLAlchemyStore, PostgresProxy]) -> None:
     check_a_session_id_taken_by_another_row_still_conflicts(*proxied, IntegrityError)
+
+
+@pytest.mark.mariadb
+@pytest.mark.parametrize("backend", ["mariadb"], indirect=True)
+def test_an_append_leaves_its_streams_turn_even_when_it_fails(store: SQLAlchemyStore) -> None:
+    """A pooled connection that kept a stream's named lock would stall every other worker's
+    appends to that stream."""
+    store.append_event("s1", "call", "{}")
+    with pytest.raises(DBAPIError):
+        store.append_event("s1", "call", None)  # type: ignore[arg-type]  # NOT NULL
+    with store.engine.connect() as other:
+        used = other.exec_driver_sql("SELECT IS_USED_LOCK(%s)", (stream_turn_name("s1", "call"),)).scalar()
+    assert used is None
