@@ -19,6 +19,38 @@ if command -v redis-cli >/dev/null 2>&1 && ! redis-cli -h 127.0.0.1 -p 6379 ping
     --dir /var/lib/redis --logfile /var/log/redis/ci.log
 fi
 
+# MariaDB (MySQL) for the store tests on it: the server, Django's time zone tables, and the
+# C client library that the mysqlclient driver builds against. Skipped where there is no server.
+MARIADB_URL=${MCP_TEST_MARIADB:-}
+if [ -z "$MARIADB_URL" ] && [ -x /usr/sbin/mariadbd ]; then
+  MARIADB_URL=mysql://root@127.0.0.1:3306
+  if ! mariadb-admin -h 127.0.0.1 -P 3306 -u root --connect-timeout=2 ping >/dev/null 2>&1; then
+    log "starting MariaDB"
+    start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd
+    for _ in $(seq 1 30); do
+      mariadb-admin -h 127.0.0.1 -P 3306 -u root --connect-timeout=2 ping >/dev/null 2>&1 && break
+      sleep 1
+    done
+  fi
+  # Django's time zone support on MySQL/MariaDB needs the server's time zone tables (the admin's
+  # date drill-down converts to TIME_ZONE in SQL); a fresh server has them empty.
+  if [ "$(mariadb -h 127.0.0.1 -u root -N -e 'SELECT COUNT(*) FROM mysql.time_zone_name' 2>/dev/null || echo 0)" = 0 ]; then
+    log "loading MariaDB's time zone tables"
+    mariadb-tzinfo-to-sql /usr/share/zoneinfo 2>/dev/null | mariadb -h 127.0.0.1 -u root mysql
+  fi
+fi
+if [ -n "$MARIADB_URL" ] && ! pkg-config --exists libmariadb 2>/dev/null && command -v apt-get >/dev/null 2>&1; then
+  log "installing Debian's libmariadb-dev and pkg-config (mysqlclient builds against them)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y --no-install-recommends libmariadb-dev pkg-config >/dev/null 2>&1 \
+    || { apt-get update >/dev/null && apt-get install -y --no-install-recommends libmariadb-dev pkg-config >/dev/null; }
+fi
+if [ -n "$MARIADB_URL" ]; then
+  export MCP_TEST_MARIADB=$MARIADB_URL
+else
+  echo "no MariaDB server on this machine: the MariaDB tests are skipped (set MCP_TEST_MARIADB)" >&2
+fi
+
 # -- Debian's Chromium, for the browser tests (Playwright drives it; its own download is not used) --
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
   log "installing Debian's chromium package"
@@ -38,7 +70,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 log "installing the project and its test dependencies"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[dev${MCP_TEST_MARIADB:+,mysql}]"
 
 # -- Node 22 and the pinned conformance suites (cached in .cache/) -----------------------------
 log "installing Node 22 and the MCP conformance suite"
@@ -54,6 +86,13 @@ if [ "$#" -eq 0 ]; then
   MCP_EXAMPLE_DATABASE_URL=${MCP_TEST_POSTGRES:-postgresql://postgres@127.0.0.1:5432/test} \
     "$VENV/bin/python" -m pytest tests/django/test_django_elicitation.py tests/django/test_django_store.py \
     --deselect tests/django/test_django_elicitation.py::test_a_redemption_reaches_its_question_by_state_not_through_every_pending_row
+fi
+
+# -- and on MariaDB, in a database of its own (pytest-django creates test_<name> and drops it) -----
+if [ "$#" -eq 0 ] && [ -n "${MCP_TEST_MARIADB:-}" ]; then
+  log "running the Django store tests on MariaDB"
+  MCP_EXAMPLE_DATABASE_URL="${MCP_TEST_MARIADB%/}/mcp_test_$(date +%s)_$$" \
+    "$VENV/bin/python" -m pytest tests/django/test_django_elicitation.py tests/django/test_django_store.py
 fi
 
 # -- Django 6 needs Python >= 3.12: run the Django tests there too, when this machine has one ---
