@@ -168,6 +168,16 @@ def test_request_state_is_single_use_and_bound() -> None:
     answers = {"k": ("accepted", '{"ok": true}')}
     assert store.consume_request_state(*args, "user:2", time.time(), answers) is None
     assert store.consume_request_state(*args, None, time.time(), answers) is None
+    # Told apart on every database (MySQL and MariaDB compare text case-insensitively and ignore
+    # trailing spaces by default).
+    assert store.consume_request_state(*args, "USER:1", time.time(), answers) is None
+    assert store.consume_request_state(*args, "user:1 ", time.time(), answers) is None
+    assert (
+        store.consume_request_state(
+            state.state_id, "Files", "tools/call", "Delete_Folder", "abc", "user:1", time.time(), answers
+        )
+        is None
+    )
     assert (
         store.consume_request_state(
             state.state_id, "Files", "tools/call", "other", "abc", "user:1", time.time(), answers
