@@ -407,10 +407,15 @@ class DjangoStore:
         states = ops.quote_name(MCPRequestState._meta.db_table)
         rows = ops.quote_name(MCPElicitation._meta.db_table)
         moment = ops.adapt_datetimefield_value(_ts(now))
-        principal_clause = "principal IS NULL" if principal is None else "principal = %s"
+        # MySQL and MariaDB compare text by its collation, case-insensitive and blind to trailing
+        # spaces by default: the binding is compared as bytes there. (The state id is found
+        # through its index as usual; the handle's HMAC already pins it exactly.)
+        exact = "CAST(%s AS BINARY)" if connection.vendor == "mysql" else "%s"
+        principal_clause = "principal IS NULL" if principal is None else f"principal = {exact}"
         claim = (
             f"UPDATE {states} SET consumed = %s WHERE state_id = %s AND consumed IS NULL AND expires > %s "
-            f"AND server_name = %s AND method = %s AND target = %s AND args_digest = %s AND {principal_clause}"
+            f"AND server_name = {exact} AND method = {exact} AND target = {exact} AND args_digest = {exact} "
+            f"AND {principal_clause}"
         )
         claim_params = [moment, state_id, moment, server_name, method, target, args_digest]
         if principal is not None:

@@ -18,6 +18,8 @@ from dataclasses import fields
 from typing import Any, ParamSpec, TypeVar, cast, overload
 
 from sqlalchemy import BigInteger, Engine, String, bindparam, create_engine, delete, event, func, insert, select, update
+from sqlalchemy import cast as sql_cast
+from sqlalchemy.dialects.mysql import BINARY as MYSQL_BINARY
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -146,20 +148,28 @@ _INSERT_ELICITATION = insert(MCPElicitation)
 _INSERT_EVENT = insert(MCPEvent)
 
 
-def _claim_state() -> Any:
+def _claim_state(exact: bool = False) -> Any:
+    """``exact``: the binding compared as bytes (MySQL and MariaDB, whose default collations
+    ignore case and trailing spaces); the state id is found through its index as usual (the
+    handle's HMAC already pins it exactly)."""
+
     # A function, not one shared construct: compiling a statement memoizes its exported
     # columns, which a later ``.returning(...).cte()`` of it would then inherit (empty).
+    def value(name: str) -> Any:
+        bound = bindparam(name, type_=String)
+        return sql_cast(bound, MYSQL_BINARY()) if exact else bound
+
     return (
         update(MCPRequestState)
         .where(
             MCPRequestState.state_id == bindparam("b_state"),
             MCPRequestState.consumed.is_(None),
             MCPRequestState.expires > bindparam("b_moment"),
-            MCPRequestState.server_name == bindparam("b_server"),
-            MCPRequestState.method == bindparam("b_method"),
-            MCPRequestState.target == bindparam("b_target"),
-            MCPRequestState.args_digest == bindparam("b_digest"),
-            MCPRequestState.principal.is_not_distinct_from(bindparam("b_principal", type_=String)),
+            MCPRequestState.server_name == value("b_server"),
+            MCPRequestState.method == value("b_method"),
+            MCPRequestState.target == value("b_target"),
+            MCPRequestState.args_digest == value("b_digest"),
+            MCPRequestState.principal.is_not_distinct_from(value("b_principal")),
         )
         .values(consumed=bindparam("b_moment"))
     )
@@ -230,9 +240,13 @@ class _DriverStatements:
 
     def __init__(self, dialect: Any, update_returning: bool) -> None:
         self.dialect = dialect
-        self.returning = update_returning
+        mysql = dialect.name in ("mysql", "mariadb")
+        self.returning = update_returning and not mysql
         """The claim reads the state back itself; else ``read_state`` reads it after."""
-        self.claim = _DriverStatement(_CLAIM_STATE_RETURNING if update_returning else _CLAIM_STATE, dialect)
+        if mysql:
+            self.claim = _DriverStatement(_claim_state(exact=True), dialect)
+        else:
+            self.claim = _DriverStatement(_CLAIM_STATE_RETURNING if update_returning else _CLAIM_STATE, dialect)
         self.read_state = _DriverStatement(_READ_STATE, dialect)
         self.answer = _DriverStatement(_ANSWER_STATE_ROW, dialect)
         self.unanswered = _DriverStatement(_EXPIRE_UNANSWERED, dialect)
