@@ -128,6 +128,20 @@ def test_complete_elicitation_queues_the_notification_once() -> None:
     assert mcp_django.complete_elicitation("never-asked") == 0
 
 
+def test_elicitation_ids_differing_only_in_case_are_apart() -> None:
+    """A payment provider's ids are case-sensitive; completing one never completes another
+    (MySQL and MariaDB compare text case-insensitively and ignore trailing spaces by default)."""
+    store = DjangoStore()
+    sid = session(store)
+    lower = url_row(store, sid, "cs_a1b", request_key="srv-1")
+    upper = url_row(store, sid, "cs_A1B", request_key="srv-2")
+    spaced = url_row(store, sid, "cs_a1b ", request_key="srv-3")
+    assert [r.id for r in store.find_elicitations("cs_a1b")] == [lower.id]
+    assert [r.id for r in store.complete_elicitations("cs_A1B", time.time(), server_name="Bistro")] == [upper.id]
+    assert store.get_elicitation(lower.id).status == "pending"
+    assert store.get_elicitation(spaced.id).status == "pending"
+
+
 def test_completion_expires_a_pending_question_past_its_expiry_instead() -> None:
     """Between a question's expiry and the heartbeat that marks it expired, completing it must
     not complete it nor notify its client: it ends expired, as the heartbeat would have left

@@ -506,6 +506,21 @@ def test_complete_elicitations(store: SessionStore) -> None:
     assert e is not None and e.status == "pending"
 
 
+def test_elicitation_ids_differing_only_in_case_are_apart(store: SessionStore) -> None:
+    """A payment provider's ids are case-sensitive; completing one never completes another
+    (MySQL and MariaDB compare text case-insensitively and ignore trailing spaces by default)."""
+    now = time.time()
+    for record_id, elicitation_id in (("lower", "cs_a1b"), ("upper", "cs_A1B"), ("spaced", "cs_a1b ")):
+        record = _elicitation(record_id, created=now, mode="url", elicitation_id=elicitation_id, request_key=record_id)
+        store.create_pending("s1", record.request_key, "elicitation/create", "{}", record)
+    assert [r.id for r in store.find_elicitations("cs_a1b")] == ["lower"]
+    assert [r.id for r in store.find_elicitations("cs_A1B", server_name="Library")] == ["upper"]
+    assert [r.id for r in store.complete_elicitations("cs_a1b", now + 1)] == ["lower"]
+    assert [r.id for r in store.complete_elicitations("cs_A1B", now + 1, server_name="Library")] == ["upper"]
+    spaced = store.get_elicitation("spaced")
+    assert spaced is not None and spaced.status == "pending"
+
+
 def _overdue_and_open(store: SessionStore, now: float) -> None:
     """Three rows asked under ``pay-1``: on session ``s2`` one still pending after its expiry;
     on ``s1`` one answered (accepted) after its expiry and one pending in time."""
