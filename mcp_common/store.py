@@ -15,7 +15,7 @@ import itertools
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, Protocol, TypeVar
 
@@ -278,6 +278,29 @@ def overdue(status: str, expires: float, now: float) -> bool:
     two runs first must not decide whether a late question is completed.
     """
     return status == "pending" and expires < now
+
+
+class _Identified(Protocol):
+    @property
+    def elicitation_id(self) -> str | None: ...
+
+    @property
+    def server_name(self) -> str: ...
+
+
+R = TypeVar("R", bound=_Identified)
+
+
+def exactly(rows: Iterable[R], elicitation_id: str, server_name: str | None) -> list[R]:
+    """The rows (anything with ``elicitation_id`` and ``server_name`` attributes) a lookup by
+    ``elicitation_id`` (and ``server_name``) found that carry exactly these values. The SQL
+    lookup matches by the column's collation, case-insensitive and blind to trailing spaces on
+    MySQL and MariaDB by default (and still uses its index there)."""
+    return [
+        row
+        for row in rows
+        if row.elicitation_id == elicitation_id and (server_name is None or row.server_name == server_name)
+    ]
 
 
 def complete_rows(store: SessionStore, rows: Sequence[ElicitationRecord], now: float) -> list[ElicitationRecord]:

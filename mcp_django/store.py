@@ -31,6 +31,7 @@ from mcp_common.store import (
     answer_recorded,
     column_values,
     complete_rows,
+    exactly,
     leave_stream_turn,
     pending_written,
     record_of,
@@ -320,7 +321,7 @@ class DjangoStore:
         rows = MCPElicitation.objects.filter(elicitation_id=elicitation_id)
         if server_name is not None:
             rows = rows.filter(server_name=server_name)
-        return [_elicitation_record(r) for r in rows.order_by("created", "id")]
+        return exactly([_elicitation_record(r) for r in rows.order_by("created", "id")], elicitation_id, server_name)
 
     @_retry
     @_serial_on_sqlite

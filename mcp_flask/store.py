@@ -39,6 +39,7 @@ from mcp_common.store import (
     SQLiteWriteLock,
     answer_recorded,
     column_values,
+    exactly,
     leave_stream_turn,
     overdue,
     pending_written,
@@ -704,9 +705,8 @@ class SQLAlchemyStore:
         if server_name is not None:
             query = query.where(MCPElicitation.server_name == server_name)
         with self._session() as s, s.begin():
-            return [
-                _elicitation_record(row) for row in s.scalars(query.order_by(MCPElicitation.created, MCPElicitation.id))
-            ]
+            rows = s.scalars(query.order_by(MCPElicitation.created, MCPElicitation.id))
+            return exactly([_elicitation_record(row) for row in rows], elicitation_id, server_name)
 
     @_retry
     @_serial_on_sqlite
@@ -737,14 +737,19 @@ class SQLAlchemyStore:
     def complete_elicitations(
         self, elicitation_id: str, now: float, server_name: str | None = None
     ) -> list[ElicitationRecord]:
-        candidates = select(MCPElicitation.id, MCPElicitation.status, MCPElicitation.expires).where(
-            MCPElicitation.elicitation_id == elicitation_id, MCPElicitation.status.in_(OPEN_STATUSES)
-        )
+        candidates = select(
+            MCPElicitation.id,
+            MCPElicitation.status,
+            MCPElicitation.expires,
+            MCPElicitation.elicitation_id,
+            MCPElicitation.server_name,
+        ).where(MCPElicitation.elicitation_id == elicitation_id, MCPElicitation.status.in_(OPEN_STATUSES))
         if server_name is not None:
             candidates = candidates.where(MCPElicitation.server_name == server_name)
         candidates = candidates.order_by(MCPElicitation.created, MCPElicitation.id)
         with self._session() as s, s.begin():
-            open_rows = list(s.execute(candidates))
+            found = exactly(s.execute(candidates), elicitation_id, server_name)
+        open_rows = [(row.id, row.status, row.expires) for row in found]
         if not open_rows:
             return []
         moved: list[ElicitationRecord] = []
