@@ -596,8 +596,8 @@ def test_cli_migrate_says_what_it_did_in_one_line(
         first = runner.invoke(args=["mcp", "migrate"])
         again = runner.invoke(args=["mcp", "migrate"])
     assert first.exit_code == 0 and again.exit_code == 0, (first.output, again.output)
-    assert first.output == f"Created the MCP tables (revision mcp_0004) in {url}.\n"
-    assert again.output == f"The MCP tables in {url} are already at revision mcp_0004: nothing to do.\n"
+    assert first.output == f"Created the MCP tables (revision mcp_0005) in {url}.\n"
+    assert again.output == f"The MCP tables in {url} are already at revision mcp_0005: nothing to do.\n"
     chatter = [r for r in caplog.records if r.name.startswith("alembic") and r.levelno < logging.WARNING]
     assert chatter == [], [r.getMessage() for r in chatter]
 
