@@ -54,6 +54,13 @@ async def remember_around_progress(value: str, ctx: Context) -> str:
 
 
 @mcp.tool()
+def forget_me(ctx: Context) -> str:
+    """Empties the session and drops its stored copy, as ``logout()`` does."""
+    ctx.request_context.request.session.flush()
+    return "forgotten"
+
+
+@mcp.tool()
 def recall() -> dict[str, str | None]:
     session = _request().session
     return {key: session.get(key) for key in ("remembered", "before", "after")}

@@ -158,3 +158,18 @@ def test_a_legacy_sse_answer_never_carries_a_change(path: str, tool: str, caplog
         assert caller.recalled()["remembered"] is None, attempt
     warnings = _warnings(caplog)
     assert len(warnings) == 10 and all(repr(tool) in w for w in warnings), warnings
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_streamed_handler_never_drops_the_stored_session(path: str, caplog: pytest.LogCaptureFixture) -> None:
+    """``flush()`` (as ``logout()`` does) in a handler whose answer streams would delete the
+    session the client's cookie names, which the client never hears of: the copy the handler
+    works on writes nothing to the session store, and the log says so."""
+    caller = Caller(path, "modern")
+    assert "result" in reply(caller.call("remember", value="kept"))  # JSON: saved
+    caller.era, caller.headers = "legacy", Caller(path, "legacy").headers
+    with caplog.at_level(logging.WARNING, logger="mcp_django"):
+        response = caller.call("forget_me")
+        assert _content_type(response) == "text/event-stream" and "result" in reply(response)
+    assert caller.recalled()["remembered"] == "kept"
+    assert len(_warnings(caplog)) == 1 and "'forget_me'" in _warnings(caplog)[0]
