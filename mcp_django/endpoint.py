@@ -6,21 +6,34 @@ Django's handler sets some state for the thread that serves a request: the scrip
 worker thread of the SDK's, on the endpoint's event loop, after the response began (a legacy
 call waiting for an answer). :meth:`DjangoEndpoint.tool_context` gives it the same state there,
 so ``reverse()`` and ``gettext`` in a tool answer the same on every path.
+
+``SessionMiddleware`` saves ``request.session`` when the view returns. A tool whose answer
+streams (SSE) runs on after that, on another thread: :meth:`DjangoEndpoint.response_started`
+gives it a copy of the session from then on, so what Django saved is what the tool had left
+before the stream started, never a dict changed half-way through the save.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import copy
+import functools
+import logging
 import threading
 from collections.abc import Iterator
 from typing import Any
 
+from django.contrib.sessions.backends.base import SessionBase
 from django.core.handlers.wsgi import get_script_name
 from django.http import HttpRequest
 from django.urls import get_script_prefix, get_urlconf, set_script_prefix, set_urlconf
 from django.utils import translation
 
 from mcp_common import MCPEndpoint, current_request
+from mcp_common.http import HTTPRequest
+
+logger = logging.getLogger("mcp_django")
 
 
 @contextlib.contextmanager
@@ -54,6 +67,108 @@ def mark_serving_thread(request: HttpRequest) -> None:
 
 
 _NOTHING_TO_DO = contextlib.nullcontext()
+
+_streamed: contextvars.ContextVar[tuple[SessionBase, SessionBase] | None] = contextvars.ContextVar(
+    "mcp_django_streamed_session", default=None
+)
+"""In a handler whose response has started streaming: its request's session and the copy it
+works on instead."""
+
+
+class _SplitSession:
+    """Mixed into the class of a request's session once its MCP response streams while the
+    handler runs on. In the handler's context (and the tasks and threads it starts) every
+    attribute of the session is its copy's, however the handler holds it (``request.session``,
+    a reference taken earlier, a view tool's request); anywhere else (``SessionMiddleware`` on
+    the view's thread) the session is itself."""
+
+    def __getattribute__(self, name: str) -> Any:
+        pair = _streamed.get()
+        if pair is not None and pair[0] is self:
+            return getattr(pair[1], name)
+        return object.__getattribute__(self, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        pair = _streamed.get()
+        if pair is not None and pair[0] is self:
+            setattr(pair[1], name, value)
+        else:
+            object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        pair = _streamed.get()
+        if pair is not None and pair[0] is self:
+            delattr(pair[1], name)
+        else:
+            object.__delattr__(self, name)
+
+
+class _StreamedSession:
+    """Mixed into the class of the copy: never saved (nor created, nor deleted: ``login()``
+    there must not replace the client's stored session); its first change logs a warning."""
+
+    _mcp_handler: str
+    _mcp_warned: bool
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "modified" and value and not self._mcp_warned:
+            self._mcp_warned = True
+            logger.warning(
+                "MCP handler %r changed request.session after its response had started streaming "
+                "(SSE): the change is not saved in the client's session. On the 2026-07-28 era, "
+                "change it before the handler's first notification (progress, log); a legacy call "
+                "streams from its start unless the fast path serves it (a plain tool under WSGI) or "
+                'MCP["JSON_RESPONSE"] is set.',
+                self._mcp_handler,
+            )
+        object.__setattr__(self, name, value)
+
+    def save(self, must_create: bool = False) -> None:
+        pass
+
+    async def asave(self, must_create: bool = False) -> None:
+        pass
+
+    def create(self) -> None:
+        pass
+
+    async def acreate(self) -> None:
+        pass
+
+    def delete(self, session_key: str | None = None) -> None:
+        pass
+
+    async def adelete(self, session_key: str | None = None) -> None:
+        pass
+
+
+@functools.cache
+def _session_classes(cls: type[SessionBase]) -> tuple[type[SessionBase], type[SessionBase]]:
+    """The split and the streamed-copy classes of a session class (its backend's store), named
+    as it is: the signing salt of a session's data is its class's ``__qualname__``."""
+    names = {"__module__": cls.__module__, "__qualname__": cls.__qualname__}
+    return type(cls.__name__, (_SplitSession, cls), names), type(cls.__name__, (_StreamedSession, cls), names)
+
+
+def detach_session(request: HttpRequest, handler: str) -> None:
+    """From now on, in the current context, ``request.session`` is a copy that nobody saves."""
+    session = request.__dict__.get("session")
+    if not isinstance(session, SessionBase):
+        return  # no SessionMiddleware, or a session of the project's own making
+    base = type(session)
+    if issubclass(base, _SplitSession):
+        base = base.__mro__[2]
+    split, streamed = _session_classes(base)
+    state = dict(object.__getattribute__(session, "__dict__"))
+    if "_session_cache" in state:
+        # Deep: a list in the session the handler appends to is not the one Django serialises.
+        state["_session_cache"] = copy.deepcopy(state["_session_cache"])
+    state.update(modified=False, _mcp_handler=handler, _mcp_warned=False)
+    detached = object.__new__(streamed)
+    detached.__dict__.update(state)
+    if type(session) is not split:
+        session.__class__ = split
+    _streamed.set((session, detached))
 
 
 class DjangoEndpoint(MCPEndpoint):
@@ -90,3 +205,10 @@ class DjangoEndpoint(MCPEndpoint):
             # translation override entered and left.
             return _NOTHING_TO_DO
         return request_state(request)
+
+    def response_started(self, request: HTTPRequest, handler: str) -> None:
+        # SessionMiddleware saves the session on the view's thread as the view returns, while
+        # the handler runs on here: it gets a copy, and Django saves what it left until now.
+        native = request.native
+        if isinstance(native, HttpRequest):
+            detach_session(native, handler)
