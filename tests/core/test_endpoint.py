@@ -759,3 +759,29 @@ def test_the_adapter_hears_when_a_response_starts_streaming_in_the_handlers_cont
         point.close()
     failures = [r for r in caplog.records if "response_started failed" in r.getMessage()]
     assert len(failures) == (2 if fail else 0)
+
+
+def test_a_legacy_stream_start_is_heard_before_the_response_is_returned() -> None:
+    """The framework finishes a legacy SSE response (Django's SessionMiddleware saves the
+    session, Flask its cookie) as soon as the view gets it, on the view's thread: the adapter
+    hears of the stream, and switches the handler to its copy of the session, before that,
+    never at some point after (which would leave a window where both threads share it)."""
+    point = _watched()
+    returned = threading.Event()
+    heard: list[bool] = []
+
+    def response_started(request: HTTPRequest, handler: str) -> None:
+        time.sleep(0.05)  # long enough for the view's thread to get the response, were it free to
+        heard.append(returned.is_set())
+
+    point.response_started = response_started  # type: ignore[method-assign]
+    try:
+        session = initialize(point)
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "look", "arguments": {}}}
+        answer = point.handle(legacy(session, call))
+        returned.set()
+        assert answer.stream is not None
+        assert events(point, answer)[-1]["data"]["result"]["content"][0]["text"] == "json"
+        assert heard == [False]
+    finally:
+        point.close()
