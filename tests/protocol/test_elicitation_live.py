@@ -335,7 +335,12 @@ def test_fifty_rounds_round_robin_over_four_workers(four_single_workers: list[Li
             for _ in range(ROUNDS):
                 assert text(await c.call_tool("delete_folder", {"path": "/tmp/project"})) == "kept the folder"
 
-    asyncio.run(run())
+    try:
+        asyncio.run(run())
+    except Exception as exc:
+        # The servers' side of a failed round (a 500 says nothing more to the client).
+        logs = "\n".join(f"--- {s.base_url}\n{s.log()[-6000:]}" for s in servers)
+        raise AssertionError(f"a round failed: {exc!r}; the servers' logs:\n{logs}") from exc
     assert {p: rr.used.count(p) for p in ports} == {p: len(rr.used) // 4 for p in ports} or (
         max(rr.used.count(p) for p in ports) - min(rr.used.count(p) for p in ports) <= 1
     )
