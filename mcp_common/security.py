@@ -21,9 +21,13 @@ def split_host(host: str) -> tuple[str, str | None]:
     """``example.com:8000`` -> (``example.com``, ``8000``); IPv6 literals keep their brackets.
 
     An IPv6 literal followed by anything but ``:port`` (``[::1]x``, ``[::1]:80:80``), or left
-    unclosed, is no host at all: its name is empty.
+    unclosed, is no host at all: its name is empty. So is a list (``a.example, b.example``, an
+    ``X-Forwarded-Host`` that proxies appended to), which Django refuses too: its last name
+    must not pass a ``.b.example`` pattern.
     """
     host = host.strip().lower()
+    if "," in host or any(char.isspace() for char in host):
+        return "", None
     if host.startswith("["):
         end = host.find("]")
         rest = host[end + 1 :]

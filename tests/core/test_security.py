@@ -34,6 +34,9 @@ from mcp_common.security import check_request, host_allowed, origin_allowed, spl
         ("[::1]x", ("*",), False),
         ("[::1", ("*",), False),
         ("[::1]:8000", ("[::1]",), True),
+        # A list of hosts (X-Forwarded-Host through several proxies) is no host.
+        ("evil.example,www.example.com", (".example.com",), False),
+        ("evil.example, example.com", ("*",), False),
     ],
 )
 def test_host_allowed(host: str, allowed: tuple[str, ...], ok: bool) -> None:

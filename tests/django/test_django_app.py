@@ -163,6 +163,29 @@ def test_behind_a_proxy_the_host_is_the_one_django_uses(path: str, forwarded: st
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("forwarded", ["evil.example, public.example", "evil.example,www.public.example"])
+@pytest.mark.parametrize("middleware", [None, []])
+def test_a_forwarded_host_list_is_refused_as_django_refuses_it(forwarded: str, middleware: list[str] | None) -> None:
+    """Proxies that append to ``X-Forwarded-Host`` send a list. Django takes the header whole
+    and refuses it (a list is not a host) even under ``ALLOWED_HOSTS = [".public.example"]``,
+    with or without ``MCPMiddleware``: so must the view's own Host check, or a list ending in
+    an allowed name passes the DNS-rebinding check by its suffix."""
+    proxy: dict[str, object] = {"USE_X_FORWARDED_HOST": True, "ALLOWED_HOSTS": [".public.example"]}
+    if middleware is not None:
+        proxy["MIDDLEWARE"] = middleware
+    with override_settings(**proxy):
+        response = Client().post(
+            "/mcp",
+            json.dumps(LEGACY_INIT),
+            content_type="application/json",
+            HTTP_HOST="internal:8000",
+            HTTP_X_FORWARDED_HOST=forwarded,
+            **HEADERS,
+        )
+    assert response.status_code == 421, response.content[:300]
+
+
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("host", ["", "[::1]x", "[::1]:80:80"])
 def test_the_view_refuses_bad_hosts_without_any_middleware(host: str) -> None:
     with override_settings(MIDDLEWARE=[]):
