@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import copy
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from flask import Flask, current_app, has_app_context, has_request_context
 from flask.ctx import RequestContext
-from flask.globals import request_ctx
+from flask.globals import _cv_request, request_ctx
 from flask.sessions import SecureCookieSession
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 
@@ -47,8 +48,43 @@ class AppContextMiddleware(ServerMiddleware[Any]):
         app = serving_app.get()
         if app is None:
             return await call_next(ctx)
-        with app.app_context():
+        with app.app_context(), handler_request_context(app):
             return await call_next(ctx)
+
+
+_handler_request: contextvars.ContextVar[RequestContext | None] = contextvars.ContextVar(
+    "mcp_flask_handler_request", default=None
+)
+"""The request context a handler runs in (:func:`handler_request_context`), shared by the tasks it starts."""
+
+
+def _detach(outer: RequestContext) -> RequestContext:
+    # The view's request, session object and after_this_request list, under a context object
+    # of its own (never pushed: Flask's push and pop are the view's).
+    detached = copy.copy(outer)
+    detached._cv_tokens = []  # type: ignore[attr-defined]
+    return detached
+
+
+@contextlib.contextmanager
+def handler_request_context(app: Flask) -> Iterator[None]:
+    """Around one MCP request handler on the event loop: ``flask.request`` and ``flask.session``
+    are the view's, through a request context object of the handler's own. When the response
+    starts streaming, :meth:`FlaskEndpoint.response_started` swaps that object's session for a
+    copy: at once for the handler and every task it started (whichever of them notified),
+    while Flask saves the view's session object, which no handler writes any more."""
+    outer = request_ctx._get_current_object() if has_request_context() else None  # type: ignore[attr-defined]
+    if outer is None or outer.app is not app or _handler_request.get() is not None:
+        yield
+        return
+    detached = _detach(outer)
+    request_token = _cv_request.set(detached)
+    handler_token = _handler_request.set(detached)
+    try:
+        yield
+    finally:
+        _handler_request.reset(handler_token)
+        _cv_request.reset(request_token)
 
 
 def install_app_context(server: Any) -> None:
@@ -108,21 +144,27 @@ class FlaskEndpoint(MCPEndpoint):
         return self.app.app_context()
 
     def response_started(self, request: HTTPRequest, handler: str) -> None:
-        # Flask saves the request's session into the response after the view returns, while the
-        # handler runs on here: from now on the handler (this context and the tasks it starts)
-        # gets a request context of its own whose session is a copy, so what Flask saves is what
-        # the handler left before the stream started, with no race between the two threads.
-        if not has_request_context():
+        # Flask saves the view's session into the response after the view returns, while the
+        # handler runs on here: from now on the handler and its tasks read and write a copy,
+        # so what Flask saves is what the handler left before the stream started, with no race
+        # between the two threads.
+        detached = _handler_request.get()
+        if detached is None:
+            # A legacy call, before its handler runs: in the call's own task, whose context ends
+            # with it (nothing to pop, and Flask's teardown_request functions run once, the view's).
+            if not has_request_context():
+                return
+            outer = request_ctx._get_current_object()  # type: ignore[attr-defined]
+            if outer.request is not request.native:
+                return
+            detached = _detach(outer)
+            _cv_request.set(detached)
+            _handler_request.set(detached)
+        elif detached.request is not request.native:
             return
-        outer = request_ctx._get_current_object()  # type: ignore[attr-defined]
-        if outer.request is not request.native:
-            return
-        detached = RequestContext(
-            self.app, outer.request.environ, request=outer.request, session=StreamedSession(outer.session, handler)
-        )
-        # Never popped: it ends with the handler's context (popping would run the app's
-        # teardown_request functions a second time).
-        detached.push()
+        saved = detached._session  # type: ignore[attr-defined]
+        if saved is not None and not isinstance(saved, StreamedSession):
+            detached._session = StreamedSession(saved, handler)  # type: ignore[attr-defined]
 
     async def handle_async(self, request: HTTPRequest) -> HTTPResponse:
         # Tasks started while serving (a legacy tool call outlives this coroutine) copy the

@@ -3,6 +3,7 @@ long as that response has not started; never half-saved by a race once it stream
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -45,6 +46,20 @@ async def remember_around_progress(value: str, ctx: Context) -> str:
     and one after it (once the answer is an SSE stream whose headers have left)."""
     session["before"] = value
     await ctx.report_progress(1, 2, "half way")
+    session["after"] = value
+    return f"after={session.get('after')}"
+
+
+@server.tool()
+async def remember_after_parallel_progress(value: str, ctx: Context) -> str:
+    """The first notification comes from a task the tool started (steps run side by side); the
+    tool's own change comes after it, once Flask has saved the session into the headers."""
+
+    async def step(done: int) -> None:
+        await ctx.report_progress(done, 2)
+
+    await asyncio.gather(step(1), step(2))
+    await asyncio.sleep(0.2)
     session["after"] = value
     return f"after={session.get('after')}"
 
@@ -130,3 +145,19 @@ def test_a_legacy_sse_answer_never_carries_a_change(app: Flask, caplog: pytest.L
         assert _recalled(caller)["remembered"] is None
     warnings = [r.getMessage() for r in caplog.records if r.name == "mcp_flask"]
     assert len(warnings) == 10 and all(repr(tool) in w for w in warnings), warnings
+
+
+def test_a_change_after_a_stream_started_by_a_task_of_the_tool_is_logged(
+    app: Flask, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The notification that turns the answer into SSE may come from a task the tool started
+    (``asyncio.gather`` of steps reporting progress): the tool itself is then past the point
+    where its change can be saved, as surely as if it had notified itself, and the log says so."""
+    caller = Caller(app, None, "modern")
+    with caplog.at_level(logging.WARNING, logger="mcp_flask"):
+        response = _post(caller, "remember_after_parallel_progress", value="v")
+        assert response.mimetype == "text/event-stream"
+        assert reply(response)["result"]["content"][0]["text"] == "after=v"
+    assert _recalled(caller)["after"] is None
+    warnings = [r.getMessage() for r in caplog.records if r.name == "mcp_flask"]
+    assert len(warnings) == 1 and "'remember_after_parallel_progress'" in warnings[0], warnings
