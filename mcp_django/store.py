@@ -467,8 +467,9 @@ class DjangoStore:
                 sealed, created, expires = claimed
                 for key, (status, answer) in answers.items():
                     cursor.execute(
+                        # The key as bytes on MySQL too: the SDK takes an answer by its exact key.
                         f"UPDATE {rows} SET status = %s, answer = %s, updated = %s "
-                        "WHERE state_id = %s AND request_key = %s AND status = 'pending'",
+                        f"WHERE state_id = %s AND request_key = {exact} AND status = 'pending'",
                         [status, answer, moment, state_id, key],
                     )
                 cursor.execute(

@@ -180,15 +180,23 @@ _CLAIM_STATE = _claim_state()
 _STATE_READ_BACK = (MCPRequestState.sealed, MCPRequestState.created, MCPRequestState.expires)
 _CLAIM_STATE_RETURNING = _CLAIM_STATE.returning(*_STATE_READ_BACK)
 _READ_STATE = select(*_STATE_READ_BACK).where(MCPRequestState.state_id == bindparam("b_state"))
-_ANSWER_STATE_ROW = (
-    update(MCPElicitation)
-    .where(
-        MCPElicitation.state_id == bindparam("b_state"),
-        MCPElicitation.request_key == bindparam("b_key"),
-        MCPElicitation.status == "pending",
+
+
+def _answer_state_row(exact: bool = False) -> Any:
+    """``exact``: the question's key compared as bytes (MySQL and MariaDB, as in
+    :func:`_claim_state`): the SDK takes an answer by its exact key, so ``Edition`` or
+    ``edition `` must not answer the row of ``edition``, which the SDK asks again."""
+    key = bindparam("b_key", type_=String)
+    return (
+        update(MCPElicitation)
+        .where(
+            MCPElicitation.state_id == bindparam("b_state"),
+            MCPElicitation.request_key == (sql_cast(key, MYSQL_BINARY()) if exact else key),
+            MCPElicitation.status == "pending",
+        )
+        .values(status=bindparam("b_status"), answer=bindparam("b_answer"), updated=bindparam("b_moment"))
     )
-    .values(status=bindparam("b_status"), answer=bindparam("b_answer"), updated=bindparam("b_moment"))
-)
+
 
 _EXPIRE_UNANSWERED = (
     update(MCPElicitation)
@@ -249,7 +257,7 @@ class _DriverStatements:
         else:
             self.claim = _DriverStatement(_CLAIM_STATE_RETURNING if update_returning else _CLAIM_STATE, dialect)
         self.read_state = _DriverStatement(_READ_STATE, dialect)
-        self.answer = _DriverStatement(_ANSWER_STATE_ROW, dialect)
+        self.answer = _DriverStatement(_answer_state_row(exact=mysql), dialect)
         self.unanswered = _DriverStatement(_EXPIRE_UNANSWERED, dialect)
         self.read_session = _DriverStatement(_READ_SESSION, dialect)
         self.one_statement = dialect.name == "postgresql"

@@ -207,6 +207,20 @@ def test_request_state_is_single_use_and_bound() -> None:
     assert [r.id for r in store.elicitations_for_state(state.state_id)] == [question.id]
 
 
+@pytest.mark.parametrize("key", ["K", "k "])
+def test_an_answer_under_a_key_differing_in_case_or_trailing_spaces_answers_nothing(key: str) -> None:
+    """The SDK takes an answer by its exact key and asks ``k`` again: its row must not say
+    ``accepted`` with an answer the tool never got (MySQL and MariaDB compare text
+    case-insensitively and ignore trailing spaces by default)."""
+    store = DjangoStore()
+    state, question = _state_and_question()
+    store.save_request_state(state, [question])
+    args = (state.state_id, "Files", "tools/call", "delete_folder", "abc", None, time.time())
+    assert store.consume_request_state(*args, {key: ("accepted", '{"ok": true}')}) is not None
+    row = store.get_elicitation(question.id)
+    assert row is not None and row.status != "accepted" and row.answer is None, row
+
+
 @pytest.mark.parametrize("answered", [0, 1])
 def test_a_retry_expires_the_questions_it_left_unanswered(answered: int) -> None:
     """A client that answers some of a round's questions: the state is spent, so the others

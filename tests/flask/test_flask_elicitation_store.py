@@ -809,6 +809,23 @@ def test_consume_with_the_wrong_binding_writes_nothing(store: SessionStore, wron
     assert row is not None and (row.status, row.answer) == ("accepted", '{"edition":"first"}')
 
 
+@pytest.mark.parametrize("key", ["Edition", "edition "])
+def test_an_answer_under_a_key_differing_in_case_or_trailing_spaces_answers_nothing(
+    store: SessionStore, key: str
+) -> None:
+    """The SDK takes an answer by its exact key: ``Edition`` is not the question ``edition``,
+    which it asks again. Its row must not say ``accepted`` (with an answer the tool never
+    got) on MySQL and MariaDB, whose default collations ignore case and trailing spaces."""
+    now = time.time()
+    store.save_request_state(
+        _state(now=now), [_elicitation("q1", created=now, session_id=None, state_id="st1", request_key="edition")]
+    )
+    consumed = _consume(store, now + 1, answers={key: ("accepted", '{"edition":"first"}')})
+    assert consumed is not None
+    row = store.get_elicitation("q1")
+    assert row is not None and row.status != "accepted" and row.answer is None, row
+
+
 def test_consume_an_anonymous_state(store: SessionStore) -> None:
     now = time.time()
     store.save_request_state(_state(now=now, principal=None), [])
