@@ -3,6 +3,8 @@ by ``MCPView`` and ``AsyncMCPView``."""
 
 from __future__ import annotations
 
+import asyncio
+
 from django.http import HttpRequest
 from django.urls import path
 from mcp.server import MCPServer
@@ -50,6 +52,20 @@ async def remember_around_progress(value: str, ctx: Context) -> str:
     session["before"] = value
     await ctx.report_progress(1, 2, "half way")
     session["after"] = value
+    return f"after={ctx.request_context.request.session.get('after')}"
+
+
+@mcp.tool()
+async def remember_after_parallel_progress(value: str, ctx: Context) -> str:
+    """The first notification comes from a task the tool started (steps run side by side); the
+    tool's own change comes after it, once SessionMiddleware has saved the session."""
+
+    async def step(done: int) -> None:
+        await ctx.report_progress(done, 2)
+
+    await asyncio.gather(step(1), step(2))
+    await asyncio.sleep(0.2)
+    ctx.request_context.request.session["after"] = value
     return f"after={ctx.request_context.request.session.get('after')}"
 
 

@@ -173,3 +173,20 @@ def test_a_streamed_handler_never_drops_the_stored_session(path: str, caplog: py
         assert _content_type(response) == "text/event-stream" and "result" in reply(response)
     assert caller.recalled()["remembered"] == "kept"
     assert len(_warnings(caplog)) == 1 and "'forget_me'" in _warnings(caplog)[0]
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_change_after_a_stream_started_by_a_task_of_the_tool_is_logged(
+    path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The notification that turns the answer into SSE may come from a task the tool started
+    (``asyncio.gather`` of steps reporting progress): the tool itself is then past the point
+    where its change can be saved, as surely as if it had notified itself, and the log says so."""
+    caller = Caller(path, "modern")
+    with caplog.at_level(logging.WARNING, logger="mcp_django"):
+        response = caller.call("remember_after_parallel_progress", value="v")
+        assert _content_type(response) == "text/event-stream"
+        assert reply(response)["result"]["content"][0]["text"] == "after=v"
+    assert caller.recalled()["after"] is None
+    warnings = _warnings(caplog)
+    assert len(warnings) == 1 and "'remember_after_parallel_progress'" in warnings[0], warnings
