@@ -31,7 +31,7 @@ from django.urls import get_script_prefix, get_urlconf, set_script_prefix, set_u
 from django.utils import translation
 
 from mcp_common import MCPEndpoint, current_request
-from mcp_common.http import HTTPRequest
+from mcp_common.http import HTTPRequest, HTTPResponse
 
 logger = logging.getLogger("mcp_django")
 
@@ -68,11 +68,17 @@ def mark_serving_thread(request: HttpRequest) -> None:
 
 _NOTHING_TO_DO = contextlib.nullcontext()
 
-_streamed: contextvars.ContextVar[tuple[SessionBase, SessionBase] | None] = contextvars.ContextVar(
+_streamed: contextvars.ContextVar[list[tuple[SessionBase, SessionBase]] | None] = contextvars.ContextVar(
     "mcp_django_streamed_session", default=None
 )
-"""In a handler whose response has started streaming: its request's session and the copy it
-works on instead."""
+"""For the request being served on the endpoint's loop: one list, shared by its handler and every
+task and thread it starts, which holds, once the response has started streaming, the request's
+session and the copy they all work on instead (whichever of them sent the first notification)."""
+
+
+def _streamed_pair() -> tuple[SessionBase, SessionBase] | None:
+    shared = _streamed.get()
+    return shared[0] if shared else None
 
 
 class _SplitSession:
@@ -83,20 +89,20 @@ class _SplitSession:
     the view's thread) the session is itself."""
 
     def __getattribute__(self, name: str) -> Any:
-        pair = _streamed.get()
+        pair = _streamed_pair()
         if pair is not None and pair[0] is self:
             return getattr(pair[1], name)
         return object.__getattribute__(self, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        pair = _streamed.get()
+        pair = _streamed_pair()
         if pair is not None and pair[0] is self:
             setattr(pair[1], name, value)
         else:
             object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
-        pair = _streamed.get()
+        pair = _streamed_pair()
         if pair is not None and pair[0] is self:
             delattr(pair[1], name)
         else:
@@ -168,7 +174,12 @@ def detach_session(request: HttpRequest, handler: str) -> None:
     detached.__dict__.update(state)
     if type(session) is not split:
         session.__class__ = split
-    _streamed.set((session, detached))
+    shared = _streamed.get()
+    if shared is None:
+        # Outside DjangoEndpoint.handle_async: this context (and what it starts) only.
+        _streamed.set([(session, detached)])
+    else:
+        shared[:] = [(session, detached)]
 
 
 class DjangoEndpoint(MCPEndpoint):
@@ -205,6 +216,15 @@ class DjangoEndpoint(MCPEndpoint):
             # translation override entered and left.
             return _NOTHING_TO_DO
         return request_state(request)
+
+    async def handle_async(self, request: HTTPRequest) -> HTTPResponse:
+        # One list per request, in the context its handler's tasks copy: detach_session fills
+        # it from whichever of them notifies first, and the handler and all its tasks see it.
+        token = _streamed.set([])
+        try:
+            return await super().handle_async(request)
+        finally:
+            _streamed.reset(token)
 
     def response_started(self, request: HTTPRequest, handler: str) -> None:
         # SessionMiddleware saves the session on the view's thread as the view returns, while
