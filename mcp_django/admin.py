@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.auth import get_permission_codename
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
@@ -51,8 +52,11 @@ class MCPElicitationAdmin(admin.ModelAdmin):
         from mcp_django.store import DjangoStore, overdue_rows
 
         # Counted first: the changelist's filters (pending only, say) are part of the queryset,
-        # and the rows the completion expires would drop out of it.
-        expired = queryset.filter(Q(status="expired") | overdue_rows(time.time()), mode="url").count()
+        # and the rows the completion expires would drop out of it. So have those the heartbeat
+        # expired after the list was shown: they were selected all the same.
+        picked = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+        chosen = self.get_queryset(request).filter(Q(pk__in=queryset.values("pk")) | Q(pk__in=picked))
+        expired = chosen.filter(Q(status="expired") | overdue_rows(time.time()), mode="url").count()
         # Per server and asker: another server of the site, or another user, may have asked
         # under the same id, and has not done what the selected asker did.
         asked = set(queryset.filter(mode="url").values_list("elicitation_id", "server_name", "principal"))
