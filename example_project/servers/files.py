@@ -1,4 +1,5 @@
-"""The elicitation page's resolver example: ``delete_folder`` asks only when it must."""
+"""The elicitation page's resolver example: ``delete_folder`` asks only when it must, and its
+unwrapped variant ``delete_folder_or_fail``."""
 
 from __future__ import annotations
 
@@ -48,3 +49,13 @@ async def delete_folder(
             return "declined: folder not deleted"
         case CancelledElicitation():
             return "cancelled: folder not deleted"
+
+
+@mcp.tool()
+async def delete_folder_or_fail(path: str, confirm: Annotated[Confirm, Resolve(confirm_delete)]) -> str:
+    """The same, for a tool that need not branch: the bare model; a decline or a cancel ends the
+    call with an error before the body runs."""
+    if confirm.ok:
+        _FOLDERS.pop(path, None)
+        return f"deleted {path}"
+    return "kept the folder"
