@@ -34,6 +34,8 @@ from tests.protocol.clients import MODES, roots, sampling
 
 TARGETS = [("django", "gunicorn"), ("django", "uvicorn"), ("flask", "gunicorn")]
 LEGACY = "legacy"
+# The client's default, "auto", finds the 2026-07-28 wire through server/discover.
+CLIENT_MODES = [*MODES, "auto"]
 
 Transcript = dict[str, Any]
 
@@ -380,7 +382,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Reference]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", CLIENT_MODES)
 @pytest.mark.parametrize("target", TARGETS, ids=lambda t: f"{t[0]}-{t[1]}")
 def test_the_seed_answers_as_the_sdks_own_server(
     example_server: Callable[..., LiveServer], reference: Reference, target: tuple[str, str], mode: str, scenario: str
