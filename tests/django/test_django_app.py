@@ -54,6 +54,18 @@ def test_system_checks() -> None:
         assert "mcp_django.W001" in check_ids()
 
 
+def test_an_endpoint_routed_without_a_server_fails_the_system_check() -> None:
+    # The README's urls.py line routes mcp_django.urls, which serves MCP["SERVER"]: without it
+    # every request raised ImproperlyConfigured, an HTML 500 page, while `check` said nothing.
+    with override_settings(MCP={}):
+        errors = [m for m in run_checks(tags=["mcp"]) if m.id == "mcp_django.E002"]
+    assert len(errors) == 1
+    assert 'MCP["SERVER"]' in errors[0].msg and "/mcp" in errors[0].msg
+    # Views that name their own server need no MCP["SERVER"].
+    with override_settings(MCP={}, ROOT_URLCONF="tests.django.exposed_site"):
+        assert "mcp_django.E002" not in check_ids()
+
+
 @pytest.mark.django_db(transaction=True)
 def test_apps_mcp_modules_are_discovered() -> None:
     client = Client()
