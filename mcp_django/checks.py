@@ -27,7 +27,18 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
         )
     server = user.get("SERVER")
-    if server is not None:
+    if server is None:
+        for route, reference in _routed_views():
+            if reference is None:
+                messages.append(
+                    Error(
+                        f'MCP["SERVER"] is not set, and /{route} serves it.',
+                        hint='Set MCP = {"SERVER": "dotted.path.to.server"}, or give the view its own '
+                        "(default_view(server=...)).",
+                        id="mcp_django.E002",
+                    )
+                )
+    else:
         from django.core.exceptions import ImproperlyConfigured
 
         from mcp_django.registry import resolve_server
@@ -130,19 +141,7 @@ def _served_servers() -> list[Any]:
     candidates: list[Any] = []
     if mcp_settings.user_settings.get("SERVER") is not None:
         candidates.append(None)
-    if getattr(settings, "ROOT_URLCONF", None):
-        from django.urls import URLPattern, URLResolver, get_resolver
-
-        def walk(patterns: Any) -> None:
-            for pattern in patterns:
-                if isinstance(pattern, URLResolver):
-                    walk(pattern.url_patterns)
-                elif isinstance(pattern, URLPattern) and getattr(pattern.callback, "mcp_endpoint", False):
-                    candidates.append(getattr(pattern.callback, "view_initkwargs", {}).get("server"))
-
-        # A broken URLconf is reported by Django's own checks.
-        with contextlib.suppress(Exception):
-            walk(get_resolver().url_patterns)
+    candidates.extend(reference for _, reference in _routed_views())
     servers: dict[int, Any] = {}
     for candidate in candidates:
         try:
@@ -152,3 +151,27 @@ def _served_servers() -> list[Any]:
             continue
         servers.setdefault(id(server), server)
     return list(servers.values())
+
+
+def _routed_views() -> list[tuple[str, Any]]:
+    """Each MCP view in the URLconf: its route and how it names its server (``None``: the
+    setting's)."""
+    routed: list[tuple[str, Any]] = []
+    if not getattr(settings, "ROOT_URLCONF", None):
+        return routed
+    from django.urls import URLPattern, URLResolver, get_resolver
+
+    def walk(patterns: Any, prefix: str) -> None:
+        for pattern in patterns:
+            if isinstance(pattern, URLResolver):
+                walk(pattern.url_patterns, prefix + str(pattern.pattern))
+            elif isinstance(pattern, URLPattern) and getattr(pattern.callback, "mcp_endpoint", False):
+                # as_view(server=...), else the class's own (a subclass may set it).
+                declared = getattr(getattr(pattern.callback, "view_class", None), "server", None)
+                server = getattr(pattern.callback, "view_initkwargs", {}).get("server", declared)
+                routed.append((prefix + str(pattern.pattern), server))
+
+    # A broken URLconf is reported by Django's own checks.
+    with contextlib.suppress(Exception):
+        walk(get_resolver().url_patterns, "")
+    return routed

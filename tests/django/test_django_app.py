@@ -8,10 +8,12 @@ import time
 import pytest
 from django.core.checks import run_checks
 from django.test import Client, override_settings
+from django.urls import path
 
 from mcp_common.store import SessionRecord
 from mcp_django.conf import mcp_settings
 from mcp_django.store import DjangoStore
+from mcp_django.views import MCPView
 
 LEGACY_INIT = {
     "jsonrpc": "2.0",
@@ -61,9 +63,18 @@ def test_an_endpoint_routed_without_a_server_fails_the_system_check() -> None:
         errors = [m for m in run_checks(tags=["mcp"]) if m.id == "mcp_django.E002"]
     assert len(errors) == 1
     assert 'MCP["SERVER"]' in errors[0].msg and "/mcp" in errors[0].msg
-    # Views that name their own server need no MCP["SERVER"].
+    # Views that name their own server, by argument or by class, need no MCP["SERVER"].
     with override_settings(MCP={}, ROOT_URLCONF="tests.django.exposed_site"):
         assert "mcp_django.E002" not in check_ids()
+    with override_settings(MCP={}, ROOT_URLCONF=__name__):
+        assert "mcp_django.E002" not in check_ids()
+
+
+class LibraryView(MCPView):
+    server = "example_project.servers.library.mcp"
+
+
+urlpatterns = [path("library", LibraryView.as_view())]  # ROOT_URLCONF of the test above
 
 
 @pytest.mark.django_db(transaction=True)
