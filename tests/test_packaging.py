@@ -105,3 +105,12 @@ def test_the_declared_build_backend_can_build_the_project() -> None:
     (setuptools,) = [req for req in pyproject["build-system"]["requires"] if req.startswith("setuptools")]
     minimum = re.fullmatch(r"setuptools>=(\d+)(?:\.\d+)*", setuptools.replace(" ", ""))
     assert minimum is not None and int(minimum.group(1)) >= 77, setuptools
+
+
+def test_the_wheel_carries_the_license_it_declares(wheel: zipfile.ZipFile) -> None:
+    # MIT asks that its text travel with every copy: a user's site-packages holds the wheel alone.
+    (metadata,) = [name for name in wheel.namelist() if name.endswith(".dist-info/METADATA")]
+    assert email.message_from_bytes(wheel.read(metadata))["License-Expression"] == "MIT"
+    texts = [name for name in wheel.namelist() if re.search(r"\.dist-info/licenses/LICENSE$", name)]
+    assert texts, "the license's text is in the wheel"
+    assert b"Permission is hereby granted, free of charge" in wheel.read(texts[0])
