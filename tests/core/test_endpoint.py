@@ -785,3 +785,48 @@ def test_a_legacy_stream_start_is_heard_before_the_response_is_returned() -> Non
         assert heard == [False]
     finally:
         point.close()
+
+
+class BrokenStateStore(MemoryStore):
+    """A database that fails to save or to redeem a request state (a driver error, a lost
+    connection)."""
+
+    def __init__(self, failing: str) -> None:
+        super().__init__()
+        self.failing = failing
+
+    def save_request_state(self, *args: Any, **kwargs: Any) -> None:
+        if self.failing == "save":
+            raise RuntimeError("the database went away")
+        super().save_request_state(*args, **kwargs)
+
+    def consume_request_state(self, *args: Any, **kwargs: Any) -> Any:
+        if self.failing == "redeem":
+            raise RuntimeError("the database went away")
+        return super().consume_request_state(*args, **kwargs)
+
+
+@pytest.mark.parametrize(("entry", "failing"), [("wsgi", "save"), ("wsgi", "redeem"), ("asgi", "redeem")])
+def test_a_store_failing_in_the_requests_own_thread_is_a_json_rpc_500(
+    entry: str, failing: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The 2026-07-28 fast paths redeem and write request state before the event loop sees
+    the request: a failure there is answered as one inside it is (JSON-RPC, logged), never
+    raised into the framework, which would answer its own HTML 500 page (Django: the debug
+    page, traceback and all)."""
+    import asyncio
+
+    store = BrokenStateStore(failing)
+    point = endpoint(store)
+    if failing == "redeem":
+        asked = json.loads(point.handle(modern_call("hello", {})).body)["result"]
+        ((key, _),) = asked["inputRequests"].items()
+        answer = {key: {"action": "accept", "content": {"name": "Ada"}}}
+        call = modern_call("hello", {}, requestState=asked["requestState"], inputResponses=answer)
+    else:
+        call = modern_call("hello", {})
+    with caplog.at_level(logging.ERROR, logger="mcp_common"):
+        response = point.handle(call) if entry == "wsgi" else asyncio.run(point.handle_from_other_loop(call))
+    assert (response.status, response.headers["Content-Type"]) == (500, "application/json")
+    assert json.loads(response.body)["error"] == {"code": -32603, "message": "Internal server error"}
+    assert any(record.exc_info and "the database went away" in str(record.exc_info[1]) for record in caplog.records)
