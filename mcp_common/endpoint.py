@@ -248,7 +248,19 @@ class MCPEndpoint:
     # -- serving -----------------------------------------------------------------------------
 
     def handle(self, request: HTTPRequest) -> HTTPResponse:
-        """Serve ``request`` from a synchronous (WSGI) view."""
+        """Serve ``request`` from a synchronous (WSGI) view. Never raises."""
+        try:
+            return self._handle(request)
+        except Exception:
+            return self._failed()
+
+    def _failed(self) -> HTTPResponse:
+        # The host application is never broken by a bug of ours, nor by a database failing
+        # under us: log it, answer JSON (a framework would answer its HTML error page).
+        logger.exception("MCP endpoint %r failed to serve a request", self.name)
+        return error_response(500, INTERNAL_ERROR, "Internal server error")
+
+    def _handle(self, request: HTTPRequest) -> HTTPResponse:
         self._process_check()
         request.blocking = True
         request.endpoint = self
@@ -270,7 +282,13 @@ class MCPEndpoint:
         return self.runner.run(self.handle_async(request))
 
     async def handle_from_other_loop(self, request: HTTPRequest) -> HTTPResponse:
-        """Serve ``request`` from an async (ASGI) view running on another event loop."""
+        """Serve ``request`` from an async (ASGI) view running on another event loop. Never raises."""
+        try:
+            return await self._handle_from_other_loop(request)
+        except Exception:
+            return self._failed()
+
+    async def _handle_from_other_loop(self, request: HTTPRequest) -> HTTPResponse:
         self._process_check()
         request.endpoint = self
         fast = await self.fast.handle_async(request)
@@ -307,8 +325,6 @@ class MCPEndpoint:
                 return await handle_modern(self, request)
             return await self.legacy.handle(request)
         except Exception:
-            # The host application is never broken by a bug of ours: log it, answer JSON.
-            logger.exception("MCP endpoint %r failed to serve a request", self.name)
-            return error_response(500, INTERNAL_ERROR, "Internal server error")
+            return self._failed()
         finally:
             current_request.reset(token)
