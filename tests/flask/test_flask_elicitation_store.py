@@ -1229,6 +1229,88 @@ def test_a_legacy_answer_to_an_id_with_a_nul_is_dropped_as_unknown(store: Sessio
         point.close()  # as above
 
 
+UNSTORABLE = {"lone-surrogate": "\ud800", "nul": "\x00"}
+"""Text JSON carries and no database takes: UTF-8 has no lone surrogate (every driver refuses to
+encode one), PostgreSQL text has no NUL."""
+
+
+@pytest.mark.parametrize("odd", UNSTORABLE.values(), ids=list(UNSTORABLE))
+def test_a_retry_with_text_no_database_holds_is_answered_as_on_any_store(store: SessionStore, odd: str) -> None:
+    """A retry naming a question with such a key matches nothing stored, and is answered as
+    such (never a 500 from the database driver)."""
+    from tests.core.test_elicitation import ask, call, endpoint
+
+    point = endpoint(store)  # type: ignore[arg-type]
+    try:
+        key, _, handle = ask(point)
+        answer = {"action": "accept", "content": {"name": "Ada"}}
+        status, body = call(point, "hello", {}, inputResponses={key + odd: answer}, requestState=handle)
+        assert status == 200 and body["result"]["resultType"] == "input_required", body
+    finally:
+        point.close()  # its heartbeat would outlive the store's engine
+
+
+@pytest.mark.parametrize("odd", UNSTORABLE.values(), ids=list(UNSTORABLE))
+def test_a_legacy_answer_to_an_id_no_database_holds_is_dropped_as_unknown(store: SessionStore, odd: str) -> None:
+    from tests.core.test_elicitation import endpoint, initialize, legacy
+
+    point = endpoint(store)  # type: ignore[arg-type]
+    try:
+        session = initialize(point, {"elicitation": {}})
+        reply = {"jsonrpc": "2.0", "id": f"srv-{odd}", "result": {"action": "accept", "content": {}}}
+        assert point.handle(legacy(session, reply)).status == 202
+    finally:
+        point.close()
+
+
+@pytest.mark.parametrize("odd", UNSTORABLE.values(), ids=list(UNSTORABLE))
+def test_a_question_built_from_a_clients_text_is_asked_and_completed_on_any_store(
+    store: SessionStore, odd: str
+) -> None:
+    """The tool puts the client's argument in its question (its URL, its elicitation id): the
+    question is asked, on either wire, and the id the tool completes reaches its row. The rows
+    keep the text with U+FFFD in place of what the database cannot hold."""
+    from tests.core.test_elicitation import ask, endpoint, events, initialize, legacy_call
+
+    point = endpoint(store, stream_hold_seconds=0.3)  # type: ignore[arg-type]
+    try:
+        _, question, _ = ask(point, "hold", {"booking_id": f"7{odd}"})
+        assert question["params"]["url"] == f"https://pay.example.com/7{odd}"
+        session = initialize(point, {"elicitation": {"form": {}, "url": {}}})
+        called = legacy_call(point, session, "pay", {"booking_id": f"8{odd}"})
+        asked = [e["data"] for e in events(point, called) if e["data"]]
+        assert asked[0]["method"] == "elicitation/create", asked
+        assert asked[0]["params"]["elicitationId"] == f"dep-8{odd}"
+        for booking in ("7", "8"):
+            (row,) = store.find_elicitations(f"dep-{booking}\ufffd")
+            assert row.url == f"https://pay.example.com/{booking}\ufffd"
+            moved, exists = complete_in_store(store, f"dep-{booking}{odd}")
+            assert [r.id for r in moved] == [row.id] and exists
+    finally:
+        point.close()
+
+
+@pytest.mark.parametrize("odd", UNSTORABLE.values(), ids=list(UNSTORABLE))
+def test_completing_an_id_no_database_holds_completes_nothing(store: SessionStore, odd: str) -> None:
+    """A webhook's caller chose the id: one no row can have is unknown, not a driver error."""
+    assert complete_in_store(store, f"deposit-{odd}") == ([], False)
+
+
+def test_a_session_whose_client_wrote_a_lone_surrogate_opens_on_any_store(store: SessionStore) -> None:
+    from tests.core.test_elicitation import endpoint, legacy
+    from tests.core.test_endpoint import request
+
+    point = endpoint(store)  # type: ignore[arg-type]
+    try:
+        params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "\ud800", "version": "0"}}
+        opened = point.handle(request("POST", {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}))
+        assert opened.status == 200, opened.body
+        listed = point.handle(legacy(opened.headers["Mcp-Session-Id"], {"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+        assert listed.status == 200, listed.body
+    finally:
+        point.close()
+
+
 @pytest.mark.parametrize("tool", ["hello", "greet"])
 def test_a_refused_answer_is_recorded_as_refused(store: SessionStore, tool: str) -> None:
     """The SDK refuses an answer that does not fit the schema: the row says so, on every backend."""
