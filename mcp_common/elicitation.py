@@ -48,6 +48,7 @@ from mcp_common.store import (
     SessionStore,
     complete_rows,
     new_row_id,
+    storable_text,
 )
 
 logger = logging.getLogger("mcp_common.elicitation")
@@ -142,7 +143,7 @@ async def elicitation_completed(elicitation_id: str) -> bool:
     endpoint = request.endpoint if request is not None else None
     if endpoint is None:
         raise RuntimeError("elicitation_completed() is for tools and resolvers, while an MCP request is served")
-    rows = await endpoint.db(endpoint.store.find_elicitations, elicitation_id, endpoint.name)
+    rows = await endpoint.db(endpoint.store.find_elicitations, storable_text(elicitation_id), endpoint.name)
     return any(row.status == "completed" and row.principal == request.principal for row in rows)  # type: ignore[union-attr]
 
 
@@ -204,7 +205,11 @@ def new_record(
     stream_key: str | None = None,
     call_id: str | None = None,
 ) -> ElicitationRecord:
-    """The row for one ``elicitation/create`` (params already in their wire mode)."""
+    """The row for one ``elicitation/create`` (params already in their wire mode).
+
+    Its text as every database holds it (:func:`~mcp_common.store.storable_text`): a tool may
+    build its question, URL or elicitation id from a client's argument, which JSON lets carry
+    a NUL or a lone surrogate."""
     now = time.time()
     url_mode = params.get("mode") == "url"
     schema = params.get("requestedSchema")
@@ -214,13 +219,15 @@ def new_record(
         tool=tool,
         session_id=session_id,
         state_id=state_id,
-        request_key=request_key,
+        request_key=storable_text(request_key),
         principal=principal,
         mode="url" if url_mode else "form",
-        message=str(params.get("message", "")),
+        message=storable_text(str(params.get("message", ""))),
         requested_schema=None if url_mode or schema is None else dumps(schema),
-        url=str(params.get("url")) if url_mode else None,
-        elicitation_id=str(params.get("elicitationId")) if url_mode and params.get("elicitationId") else None,
+        url=storable_text(str(params.get("url"))) if url_mode else None,
+        elicitation_id=storable_text(str(params["elicitationId"]))
+        if url_mode and params.get("elicitationId")
+        else None,
         status="pending",
         answer=None,
         detail=None,
@@ -302,11 +309,12 @@ def complete_in_store(
     its own session, as the SDK would).
     """
     now = time.time()
+    stored_id = storable_text(elicitation_id)  # as the rows keep it: see new_record
     if principal is ANY_PRINCIPAL:
-        moved = store.complete_elicitations(elicitation_id, now, server_name)
+        moved = store.complete_elicitations(stored_id, now, server_name)
         rows = None
     else:
-        rows = [r for r in store.find_elicitations(elicitation_id, server_name) if r.principal == principal]
+        rows = [r for r in store.find_elicitations(stored_id, server_name) if r.principal == principal]
         moved = complete_rows(store, rows, now)
     message = dumps({"jsonrpc": "2.0", "method": COMPLETE_METHOD, "params": {"elicitationId": elicitation_id}})
     notified: set[str] = set()
@@ -314,7 +322,7 @@ def complete_in_store(
         if row.session_id and row.session_id not in notified:
             notified.add(row.session_id)
             store.append_event(row.session_id, GET_STREAM, message, False)
-    exists = bool(moved) or bool(rows if rows is not None else store.find_elicitations(elicitation_id, server_name))
+    exists = bool(moved) or bool(rows if rows is not None else store.find_elicitations(stored_id, server_name))
     return moved, exists
 
 

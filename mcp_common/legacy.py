@@ -54,6 +54,7 @@ from mcp_types import (
 )
 from mcp_types.version import LATEST_HANDSHAKE_VERSION, is_version_at_least
 from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
 
 from mcp_common import _sdk
 from mcp_common.elicitation import (
@@ -78,7 +79,7 @@ from mcp_common.jsonrpc import (
     json_response,
     sse_frame,
 )
-from mcp_common.store import GET_STREAM, SessionRecord
+from mcp_common.store import GET_STREAM, SessionRecord, storable, storable_text
 
 if TYPE_CHECKING:
     from mcp_common.endpoint import MCPEndpoint
@@ -439,6 +440,17 @@ class AnswerPoller:
                 logger.warning("Polling for answers from other workers failed; retrying", exc_info=True)
 
 
+def _client_params_json(params: InitializeRequestParams) -> str:
+    """What a session keeps of its client's ``initialize``, as JSON that reads back."""
+    try:
+        return params.model_dump_json(by_alias=True, exclude_none=True)
+    except PydanticSerializationError:
+        # A lone surrogate in the client's text (its name, a capability), which JSON may carry
+        # and UTF-8 cannot: kept as U+FFFD, which every database holds and pydantic reads.
+        value = params.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return storable_text(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+
+
 class LegacyProtocol:
     """Serves the legacy era for one :class:`~mcp_common.endpoint.MCPEndpoint`."""
 
@@ -541,7 +553,7 @@ class LegacyProtocol:
         session = SessionRecord(
             session_id=uuid.uuid4().hex,
             protocol_version=connection.protocol_version,
-            client_params=client_params.model_dump_json(by_alias=True, exclude_none=True),
+            client_params=_client_params_json(client_params),
             principal=request.principal,
             server_name=self.endpoint.name,
             created=now,
@@ -680,8 +692,8 @@ class LegacyProtocol:
         self, session: SessionRecord, message: JSONRPCResponse | JSONRPCError, raw: Any
     ) -> None:
         request_id = str(message.id)
-        if "\x00" in request_id:
-            # No request of ours has one (PostgreSQL text cannot hold it): unknown, like any other.
+        if not storable(request_id):
+            # No request of ours has one (a NUL, a lone surrogate): unknown, like any other.
             logger.info("Dropped an answer to unknown or already answered request %r", request_id[:64])
             return
         payload = dumps(raw)

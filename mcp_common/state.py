@@ -32,7 +32,7 @@ from mcp_common.elicitation import COMPLETE_METHOD, complete_in_store, new_recor
 from mcp_common.http import HTTPRequest, HTTPResponse
 from mcp_common.jsonrpc import json_response
 from mcp_common.security import check_request
-from mcp_common.store import REFUSED_DETAIL, RequestStateRecord, new_row_id
+from mcp_common.store import REFUSED_DETAIL, RequestStateRecord, new_row_id, storable
 
 if TYPE_CHECKING:
     from mcp_common.endpoint import MCPEndpoint
@@ -87,15 +87,15 @@ def redeem_sync(endpoint: MCPEndpoint, method: str, params: Mapping[str, Any], p
     if state_id is None:
         raise invalid_state("unknown or forged handle")
     target, args_digest = _sdk.request_identity(method, params)
-    # Nothing stored holds a NUL (PostgreSQL text cannot): a target or question key with one
+    # Nothing stored holds a NUL or a lone surrogate: a target or question key with one
     # matches nothing, and must not reach the database driver, which refuses it.
-    if "\x00" in target:
+    if not storable(target):
         raise invalid_state("bound to another request")
     responses = params.get("inputResponses")
     answers: dict[str, tuple[str, str | None]] = {}
     if isinstance(responses, Mapping):
         for key, response in responses.items():
-            if isinstance(response, Mapping) and "action" in response and "\x00" not in str(key):
+            if isinstance(response, Mapping) and "action" in response and storable(str(key)):
                 answers[str(key)] = outcome_of(response)
     store = endpoint.store
     state = store.consume_request_state(

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, Protocol, TypeVar
 
+from mcp_common.jsonrpc import utf8_safe
+
 T = TypeVar("T")
 
 
@@ -183,6 +185,22 @@ def take_stream_turn(cursor: Any, session_id: str, stream_key: str) -> str:
 def leave_stream_turn(cursor: Any, name: str) -> None:
     """Let the next append to the stream go (after the commit of this one)."""
     cursor.execute("DO RELEASE_LOCK(%s)", [name])
+
+
+def storable(text: str) -> bool:
+    """Whether every supported database can hold ``text``: no NUL (PostgreSQL text cannot) and
+    no lone surrogate (no UTF-8 encoding, so no driver, can). JSON text may carry either, so
+    a client's text may; a key with one matches no row, and never reaches a driver."""
+    return "\x00" not in text and (text.isascii() or utf8_safe(text))
+
+
+def storable_text(text: str) -> str:
+    """``text`` as every database can hold it: each NUL and lone surrogate as U+FFFD, the
+    replacement character (what a tool's question built from a client's text is stored as,
+    and looked up by)."""
+    if storable(text):
+        return text
+    return "".join("\ufffd" if char == "\x00" or "\ud800" <= char <= "\udfff" else char for char in text)
 
 
 def new_row_id() -> str:
