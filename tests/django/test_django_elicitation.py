@@ -482,6 +482,25 @@ def test_example_payment_webhook_refuses_a_non_ascii_token_with_401() -> None:
     assert answer.status_code == 401 and answer.json() == {"error": "unauthorized"}
 
 
+WEBHOOK_BODIES = {
+    "nested-past-the-recursion-limit": (b'{"elicitation_id":' + b"[" * 100_000 + b"]" * 100_000 + b"}", 400),
+    "lone-surrogate": (b'{"elicitation_id":"deposit-\\ud800"}', 200),
+    "nul": (b'{"elicitation_id":"deposit-\\u0000"}', 200),
+}
+
+
+@pytest.mark.parametrize(("body", "status"), WEBHOOK_BODIES.values(), ids=list(WEBHOOK_BODIES))
+def test_example_payment_webhook_answers_json_whatever_the_body(body: bytes, status: int) -> None:
+    answer = Client().post(
+        "/payments/webhook",
+        body,
+        content_type="application/json",
+        headers={"Authorization": "Bearer demo-webhook-token"},
+    )
+    assert answer.status_code == status, answer.content[:300]
+    assert answer.json() == ({"completed": 0} if status == 200 else {"error": 'expected {"elicitation_id": "..."}'})
+
+
 def test_purge_command_keeps_pending_questions() -> None:
     from io import StringIO
     from types import SimpleNamespace

@@ -706,6 +706,20 @@ def test_example_payment_webhook_refuses_a_non_ascii_token_with_401(sqlite_uri: 
     assert answer.status_code == 401 and answer.get_json() == {"error": "unauthorized"}
 
 
+@pytest.mark.parametrize("body", [b'{"elicitation_id":' + b"[" * 100_000 + b"]" * 100_000 + b"}", b"[1]"])
+def test_example_payment_webhook_refuses_a_body_it_cannot_read_with_400(sqlite_uri: str, body: bytes) -> None:
+    from example_project.flask_app import create_app
+
+    app = create_app({"MCP_DATABASE_URI": sqlite_uri})
+    answer = app.test_client().post(
+        "/payments/webhook",
+        data=body,
+        content_type="application/json",
+        headers={"Authorization": "Bearer demo-webhook-token"},
+    )
+    assert answer.status_code == 400 and answer.get_json() == {"error": 'expected {"elicitation_id": "..."}'}
+
+
 def test_trusted_hosts_refusal_is_json_on_mcp_urls(make_app: Callable[..., Flask]) -> None:
     app = make_app(TRUSTED_HOSTS=["localhost"])
     app.add_url_rule("/page", "page", lambda: "page")
