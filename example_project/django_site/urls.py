@@ -39,7 +39,7 @@ def payment_webhook(request: HttpRequest) -> JsonResponse:
         return JsonResponse({"error": "unauthorized"}, status=401)
     try:
         elicitation_id = json.loads(request.body)["elicitation_id"]
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):  # the last: a body nested too deep
         return JsonResponse({"error": 'expected {"elicitation_id": "..."}'}, status=400)
     if not isinstance(elicitation_id, str) or not elicitation_id:
         return JsonResponse({"error": "elicitation_id must be a non-empty string"}, status=400)

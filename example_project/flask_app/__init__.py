@@ -60,7 +60,10 @@ def payment_webhook() -> tuple[dict[str, Any], int]:
     # As bytes: hmac.compare_digest raises on non-ASCII text, and the caller chose this one.
     if not hmac.compare_digest(token.encode(), current_app.config["PAYMENT_WEBHOOK_TOKEN"].encode()):
         return {"error": "unauthorized"}, 401
-    payload = request.get_json(silent=True)
+    try:
+        payload = request.get_json(silent=True)
+    except RecursionError:  # a body nested too deep: not the JSON expected, as silent=True answers
+        payload = None
     elicitation_id = payload.get("elicitation_id") if isinstance(payload, dict) else None
     if not isinstance(elicitation_id, str) or not elicitation_id:
         return {"error": 'expected {"elicitation_id": "..."}'}, 400
