@@ -441,6 +441,25 @@ def test_staff_review_and_complete_elicitations_in_the_admin() -> None:
     assert anonymous.status_code == 302
 
 
+def test_the_admin_answers_a_nul_in_a_filter_an_id_or_a_selection_as_matching_nothing() -> None:
+    """PostgreSQL text cannot hold NUL, and its driver refuses to look one up: such a filter,
+    object id or selected row matches nothing, as on any database (not a 500)."""
+    store = DjangoStore()
+    record = url_row(store, session(store), "dep-nul")
+    client = Client()
+    client.force_login(User.objects.create_superuser("staff", "staff@example.com", "pw-for-tests-only"))
+    for query in ("status__exact=%00", "server_name=%00", "mode__exact=form%00"):
+        page = client.get(f"/admin/mcp_django/mcpelicitation/?{query}")
+        assert page.status_code == 200 and b"dep-nul" not in page.content, query
+    missing = client.get("/admin/mcp_django/mcpelicitation/x%00/change/")
+    assert (missing.status_code, missing["Location"]) == (302, "/admin/")
+    done = client.post(
+        "/admin/mcp_django/mcpelicitation/", {"action": "complete_selected", "_selected_action": ["\x00"]}
+    )
+    assert done.status_code == 302
+    assert store.get_elicitation(record.id).status == "pending"
+
+
 @pytest.mark.parametrize("marked", [False, True], ids=["still-pending", "expired-meanwhile"])
 def test_the_admin_does_not_complete_a_question_past_its_expiry_and_says_so(marked: bool) -> None:
     """A question still pending after its expiry (the heartbeat has not marked it yet) is not
