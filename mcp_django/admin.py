@@ -7,6 +7,7 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.contrib.admin.views.main import SEARCH_VAR
 from django.contrib.auth import get_permission_codename
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
@@ -30,6 +31,19 @@ class MCPElicitationAdmin(admin.ModelAdmin):
     @admin.display(description="Question", ordering="message")
     def question(self, obj: MCPElicitation) -> str:
         return Truncator(obj.message).chars(80)
+
+    # PostgreSQL text cannot hold NUL, and its driver refuses to look one up (a 500): a filter,
+    # a selected row or an object id with one matches nothing, as on any other database. The
+    # search box is Django's, which copes.
+    def get_queryset(self, request: HttpRequest) -> QuerySet[MCPElicitation]:
+        queryset = super().get_queryset(request)
+        for params in (request.GET, request.POST):
+            if any("\x00" in value for name, values in params.lists() if name != SEARCH_VAR for value in values):
+                return queryset.none()
+        return queryset
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Any:
+        return None if "\x00" in object_id else super().get_object(request, object_id, from_field)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         # Questions are asked by tools, not typed in by staff.
