@@ -735,6 +735,23 @@ def test_trusted_hosts_refusal_is_json_on_mcp_urls(make_app: Callable[..., Flask
     assert client.get("/page", headers={"Host": "evil.example"}).status_code == 400
 
 
+def test_a_host_werkzeug_cannot_route_is_a_json_421_on_mcp_urls(make_app: Callable[..., Flask]) -> None:
+    """A DNS label past 63 characters does not encode as IDNA: werkzeug refuses to route the
+    request (``BadHost``) before any view runs, which Flask answers with its HTML 400 page."""
+    app = make_app()
+    app.add_url_rule("/page", "page", lambda: "page")
+    MCP(app, server=server)
+    client = app.test_client()
+    host = "a" * 64 + ".example"
+    response = _initialize(client, Host=host)
+    assert response.status_code == 421 and response.json == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32600, "message": "Invalid Host header"},
+    }
+    assert client.get("/page", headers={"Host": host}).status_code == 400
+
+
 def test_example_worker_header(monkeypatch: pytest.MonkeyPatch, sqlite_uri: str) -> None:
     import os
 
