@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from flask import Flask, Response, current_app, has_app_context, request
 from mcp_types import INVALID_REQUEST
 from sqlalchemy import Engine
-from werkzeug.exceptions import SecurityError
+from werkzeug.exceptions import BadHost, SecurityError
 from werkzeug.utils import ImportStringError, import_string
 
 from mcp_common import _sdk
@@ -103,9 +103,11 @@ def get_state(app: Flask | None = None) -> MCPState:
 
 def refuse_untrusted_host() -> Response | None:
     """A JSON-RPC 421 instead of Flask's HTML 400 when ``TRUSTED_HOSTS`` refuses the Host of a
-    request to an MCP URL (Flask records the refusal, then raises it after the before-request
-    hooks)."""
-    if isinstance(request.routing_exception, SecurityError) and request.path in get_state().endpoints:
+    request to an MCP URL, or werkzeug cannot route it (``BadHost``: a name IDNA cannot encode,
+    a label past 63 characters). Flask records the refusal, then raises it after the
+    before-request hooks."""
+    refused = request.routing_exception
+    if isinstance(refused, SecurityError | BadHost) and request.path in get_state().endpoints:
         body = error_body(INVALID_REQUEST, "Invalid Host header")
         return Response(dumps(body), status=421, content_type="application/json")
     return None
