@@ -560,7 +560,7 @@ def test_the_servers_lifespan_runs_outside_the_request_that_entered_it() -> None
     assert seen["entered"] == (None, None)
 
 
-def _hello_endpoint(lifespan: Any) -> MCPEndpoint:
+def _hello_endpoint(lifespan: Any, store: MemoryStore | None = None) -> MCPEndpoint:
     """An endpoint of a server with ``lifespan`` and one tool, ``hello``."""
     server = MCPServer("Lifespan", lifespan=lifespan)
 
@@ -568,7 +568,7 @@ def _hello_endpoint(lifespan: Any) -> MCPEndpoint:
     def hello() -> str:
         return "hello"
 
-    return MCPEndpoint(server, MCPConfig(secret_keys=(SECRET,)), MemoryStore())
+    return MCPEndpoint(server, MCPConfig(secret_keys=(SECRET,)), store or MemoryStore())
 
 
 def test_a_lifespan_that_failed_is_entered_again_by_the_next_request() -> None:
@@ -620,6 +620,50 @@ def test_a_request_waiting_for_the_lifespan_is_answered_when_the_endpoint_closes
     assert answered, "the request still waits for a lifespan that close() ended"
     assert answered[0].status == 500, answered[0].body
     assert json.loads(answered[0].body)["error"]["message"] == "Internal server error", answered[0].body
+
+
+class SlowSweep(MemoryStore):
+    """A store whose expiry sweep takes a while (a busy database)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sweeping = threading.Event()
+        self.swept = threading.Event()
+
+    def expire_elicitations(self, now: float) -> int:
+        self.sweeping.set()
+        time.sleep(0.3)
+        try:
+            return super().expire_elicitations(now)
+        finally:
+            self.swept.set()
+
+
+def test_close_returns_once_the_lifespan_and_its_database_work_are_over() -> None:
+    """What follows ``close()`` (a test's teardown, an orderly shutdown) closes the store's
+    connections: a heartbeat still writing then holds one that the engine's disposal cannot
+    close, left open until the garbage collector finds it; and the lifespan's own clean-up
+    must have run."""
+    exited = threading.Event()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_server: Any) -> AsyncIterator[dict[str, Any]]:
+        try:
+            yield {}
+        finally:
+            exited.set()
+
+    store = SlowSweep()
+    point = _hello_endpoint(lifespan, store)
+    try:
+        assert point.handle(modern_call("hello", {})).status == 200
+        assert store.sweeping.wait(5)
+    finally:
+        point.close()
+    assert store.swept.is_set(), "close() returned with the heartbeat's sweep still running"
+    assert exited.is_set(), "close() returned before the server's lifespan exited"
+    assert point.handle(modern_call("hello", {})).status == 200  # a request after it enters it again
+    point.close()
 
 
 def test_a_lifespan_that_failed_is_logged_once_by_the_request_it_failed(caplog: pytest.LogCaptureFixture) -> None:
