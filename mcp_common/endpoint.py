@@ -44,6 +44,9 @@ _LIFESPANS: set[asyncio.Task[None]] = set()
 
 T = TypeVar("T")
 
+CLOSE_TIMEOUT = 10.0
+"""Seconds :meth:`MCPEndpoint.close` waits for the server's lifespan to exit."""
+
 current_request: contextvars.ContextVar[HTTPRequest | None] = contextvars.ContextVar(
     "mcp_current_request", default=None
 )
@@ -119,10 +122,26 @@ class MCPEndpoint:
         self._lifespan_task: asyncio.Task[None] | None = None
 
     def close(self) -> None:
-        """Exit the server's lifespan in this process (it is entered again on the next request)."""
+        """Exit the server's lifespan in this process (it is entered again on the next request).
+
+        Returns once the lifespan has exited, the heartbeat's database call with it, so that
+        the store's connections can be closed next (called on the endpoint's own event loop,
+        it cannot wait: it only starts the exit).
+        """
         task, self._lifespan_task, self._started = self._lifespan_task, None, None
-        if task is not None and not task.done():
-            task.get_loop().call_soon_threadsafe(task.cancel)
+        if task is None or task.done():
+            return
+        loop = task.get_loop()
+        loop.call_soon_threadsafe(task.cancel)
+        with contextlib.suppress(RuntimeError):
+            if asyncio.get_running_loop() is loop:
+                return
+
+        async def exited() -> None:
+            await asyncio.wait([task])
+
+        with contextlib.suppress(concurrent.futures.TimeoutError):
+            asyncio.run_coroutine_threadsafe(exited(), loop).result(CLOSE_TIMEOUT)
 
     # -- process-local machinery, rebuilt in a forked worker ---------------------------------
 
@@ -193,10 +212,10 @@ class MCPEndpoint:
             try:
                 now = time.time()
                 if private is None:
-                    private = await self.db(self.store.process_private)
+                    private = await self._db_to_the_end(self.store.process_private)
                 if not private:
-                    await self.db(self.store.beat_worker, worker_id(), now)
-                await self.db(self.store.expire_elicitations, now)
+                    await self._db_to_the_end(self.store.beat_worker, worker_id(), now)
+                await self._db_to_the_end(self.store.expire_elicitations, now)
             except RuntimeError as exc:
                 if str(exc).startswith("cannot schedule new futures"):
                     return  # the process is shutting down (its database threads are gone)
@@ -212,6 +231,16 @@ class MCPEndpoint:
         """Run a blocking store call on the endpoint's database threads."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, functools.partial(fn, *args))
+
+    async def _db_to_the_end(self, fn: Callable[..., T], *args: Any) -> T:
+        """:meth:`db`, which, cancelled, still waits for the call: its thread goes on with it
+        regardless, holding a database connection."""
+        call = asyncio.ensure_future(self.db(fn, *args))
+        try:
+            return await asyncio.shield(call)
+        except asyncio.CancelledError:
+            await asyncio.wait([call])
+            raise
 
     def lifespan_context(self) -> contextlib.AbstractContextManager[Any]:
         """What the server's lifespan runs inside, for the life of the process, outside any
