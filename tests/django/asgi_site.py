@@ -7,17 +7,33 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.contrib.auth.models import AnonymousUser, User
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.http import HttpRequest, HttpResponseBase
 from django.urls import path
 from django.utils.functional import SimpleLazyObject
+from mcp.server import MCPServer
 
 from mcp_django.views import AsyncMCPView, MCPView
+
+counts = MCPServer("Counts")
+used_connections: list[object] = []
+"""The database connection (Django's wrapper) each ``user_count`` call used, on its thread."""
+
+
+@counts.tool()
+def user_count() -> int:
+    """How many users there are: a sync tool, which ``AsyncMCPView`` runs on a worker thread."""
+    count = User.objects.count()
+    used_connections.append(connections[DEFAULT_DB_ALIAS])
+    return count
+
 
 urlpatterns = [
     path("asgi-mcp", AsyncMCPView.as_view()),
     path("asgi-mcp-sync", MCPView.as_view()),
     path("guarded-async", AsyncMCPView.as_view(server="tests.django.guarded_server.mcp")),
     path("guarded-sync", MCPView.as_view(server="tests.django.guarded_server.mcp")),
+    path("counts-async", AsyncMCPView.as_view(server=counts)),
 ]
 
 

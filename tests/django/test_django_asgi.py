@@ -17,6 +17,7 @@ from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.auth.models import User
 from django.contrib.sessions.middleware import SessionMiddleware
 from django.core.handlers.asgi import ASGIHandler
+from django.db import connection
 from django.http import HttpResponse
 from django.test import AsyncClient, RequestFactory, override_settings
 from django.utils.functional import SimpleLazyObject
@@ -161,3 +162,38 @@ def test_the_body_stays_readable_after_the_view_read_it() -> None:
     del too_big.META["CONTENT_LENGTH"]
     refusal = _read(too_big, 100)
     assert not isinstance(refusal, bytes) and refusal.status == 413
+
+
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+def test_a_sync_tools_connection_is_closed_after_the_call_as_a_requests_would_be(era: str) -> None:
+    """``AsyncMCPView`` runs a sync tool on a worker thread, where Django's request_started and
+    request_finished never reach the connection the tool opens. It is closed when obsolete
+    (``CONN_MAX_AGE``) all the same, as a request's own is: else it stays open for the thread's
+    life, and one the database server dropped (a restart) fails every later tool on that
+    thread."""
+    from tests.django import asgi_site
+    from tests.django.inprocess import Caller
+
+    if connection.vendor != "postgresql":
+        # An in-memory SQLite database ignores close(): it would be lost with its connection.
+        pytest.skip("PostgreSQL only: set MCP_EXAMPLE_DATABASE_URL (scripts/test.sh does)")
+    settings_dict = connection.settings_dict
+    kept = settings_dict["CONN_MAX_AGE"]
+    settings_dict["CONN_MAX_AGE"] = 0  # Django's default: a connection per request
+    asgi_site.used_connections.clear()
+    try:
+        caller = Caller("tests.django.asgi_site", "/counts-async", era)
+        for _ in range(3):
+            assert caller.call_tool("user_count", {})["result"]["structuredContent"] == {"result": 0}
+    finally:
+        settings_dict["CONN_MAX_AGE"] = kept
+        # The endpoint's own database threads (its heartbeat) keep theirs, by design: closed
+        # here, or the test database could not be dropped.
+        from mcp_django.registry import get_endpoint
+        from tests.django.test_django_elicitation import close_database_threads
+
+        endpoint = get_endpoint(asgi_site.counts)
+        endpoint.close()
+        close_database_threads(endpoint)
+    assert len(asgi_site.used_connections) == 3
+    assert [wrapper.connection for wrapper in asgi_site.used_connections] == [None, None, None]
