@@ -15,6 +15,7 @@ before the stream started, never a dict changed half-way through the save.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import copy
@@ -26,6 +27,7 @@ from typing import Any
 
 from django.contrib.sessions.backends.base import SessionBase
 from django.core.handlers.wsgi import get_script_name
+from django.db import close_old_connections
 from django.http import HttpRequest
 from django.urls import get_script_prefix, get_urlconf, set_script_prefix, set_urlconf
 from django.utils import translation
@@ -52,6 +54,14 @@ def request_state(request: HttpRequest) -> Iterator[None]:
         set_urlconf(urlconf)
 
 
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 def serving_request() -> HttpRequest | None:
     """The Django request whose MCP message is being served, if any."""
     current = current_request.get()
@@ -67,6 +77,26 @@ def mark_serving_thread(request: HttpRequest) -> None:
 
 
 _NOTHING_TO_DO = contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def worker_connections() -> Iterator[None]:
+    """Around a tool on a thread other than its request's: what Django's request_started and
+    request_finished do for a request's own thread, drop the thread's connections that are
+    obsolete (``CONN_MAX_AGE``) or broken. Else they live as long as the thread, and one the
+    database server dropped fails every later tool there."""
+    close_old_connections()
+    try:
+        yield
+    finally:
+        close_old_connections()
+
+
+@contextlib.contextmanager
+def worker_state(request: HttpRequest) -> Iterator[None]:
+    with worker_connections(), request_state(request):
+        yield
+
 
 _streamed: contextvars.ContextVar[list[tuple[SessionBase, SessionBase]] | None] = contextvars.ContextVar(
     "mcp_django_streamed_session", default=None
@@ -206,6 +236,8 @@ class DjangoEndpoint(MCPEndpoint):
                 getattr(request, "LANGUAGE_CODE", None),
             )
         prefix, urlconf, language = wanted
+        # On an event loop (an async tool) Django opens no connection: the ORM refuses to run.
+        threaded = not _on_event_loop()
         if (
             get_script_prefix() == prefix
             and get_urlconf() == urlconf
@@ -214,8 +246,8 @@ class DjangoEndpoint(MCPEndpoint):
             # The thread already has it (the request's own thread, the usual case for a sync
             # tool under WSGI): a tool call costs a few lookups, not three assignments and a
             # translation override entered and left.
-            return _NOTHING_TO_DO
-        return request_state(request)
+            return worker_connections() if threaded else _NOTHING_TO_DO
+        return worker_state(request) if threaded else request_state(request)
 
     async def handle_async(self, request: HTTPRequest) -> HTTPResponse:
         # One list per request, in the context its handler's tasks copy: detach_session fills
