@@ -26,6 +26,8 @@ from alembic.config import Config
 from alembic.migration import MigrationContext
 from flask import Flask
 from mcp.server import MCPServer
+from mcp.server.mcpserver import Context, ResourceSecurity
+from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -1307,6 +1309,70 @@ def test_a_session_whose_client_wrote_a_lone_surrogate_opens_on_any_store(store:
         assert opened.status == 200, opened.body
         listed = point.handle(legacy(opened.headers["Mcp-Session-Id"], {"jsonrpc": "2.0", "id": 1, "method": "ping"}))
         assert listed.status == 200, listed.body
+    finally:
+        point.close()
+
+
+def _notes_server() -> MCPServer:
+    """A resource template that asks before it answers (2026-07-28): the request state is
+    bound to the URI the client read, the client's text, free text here (the SDK's checks of
+    a path are off for it)."""
+    server = MCPServer("Notes")
+
+    @server.resource("notes://{name}", security=ResourceSecurity(exempt_params={"name"}))
+    async def note(name: str, ctx: Context) -> str | InputRequiredResult:
+        key = f"confirm {name}"  # a question per note
+        answer = (ctx.input_responses or {}).get(key)
+        if answer is None:
+            schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+            ask = ElicitRequest(params=ElicitRequestFormParams(message="Show it?", requested_schema=schema))
+            return InputRequiredResult(input_requests={key: ask}, request_state="asked")
+        return f"note {name!r}: {answer.action}"
+
+    return server
+
+
+def _read(point: Any, uri: str, **extra: Any) -> tuple[int, dict[str, Any]]:
+    """One 2026-07-28 ``resources/read``, as the SDK's client sends it (its ``Mcp-Name`` header
+    base64-wrapped when the URI is not plain printable ASCII)."""
+    import json
+
+    from mcp.shared.inbound import encode_header_value
+
+    from tests.core.test_endpoint import MODERN, request
+
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {"uri": uri, "_meta": meta, **extra}}
+    req = request(
+        "POST", body, mcp_protocol_version=MODERN, mcp_method="resources/read", mcp_name=encode_header_value(uri)
+    )
+    response = point.handle(req)
+    return response.status, json.loads(response.body)
+
+
+def test_a_resource_read_by_a_uri_no_database_holds_asks_and_answers_on_any_store(store: SessionStore) -> None:
+    """The URI is the client's text, and JSON lets it carry a NUL (PostgreSQL text cannot): the
+    resource's question (its key built from the URI) is asked, answered and recorded as
+    answered, on every store, as for any other URI."""
+    from mcp_common import MCPConfig, MCPEndpoint
+    from mcp_common.state import parse_handle
+    from tests.core.test_endpoint import SECRET
+
+    point = MCPEndpoint(_notes_server(), MCPConfig(secret_keys=(SECRET,), poll_interval=0.02), store)
+    try:
+        for name in ("plain", "odd\x00"):
+            status, body = _read(point, f"notes://{name}")
+            assert status == 200 and body["result"]["resultType"] == "input_required", (name, body)
+            ((key, _),) = body["result"]["inputRequests"].items()
+            handle = body["result"]["requestState"]
+            answers = {key: {"action": "accept", "content": {"ok": True}}}
+            status, body = _read(point, f"notes://{name}", inputResponses=answers, requestState=handle)
+            assert status == 200 and body["result"]["contents"][0]["text"] == f"note {name!r}: accept", (name, body)
+            (row,) = store.elicitations_for_state(parse_handle(point, handle))
+            assert row.status == "accepted", name
     finally:
         point.close()
 
