@@ -32,7 +32,7 @@ from mcp_common.elicitation import COMPLETE_METHOD, complete_in_store, new_recor
 from mcp_common.http import HTTPRequest, HTTPResponse
 from mcp_common.jsonrpc import json_response
 from mcp_common.security import check_request
-from mcp_common.store import REFUSED_DETAIL, RequestStateRecord, new_row_id, storable
+from mcp_common.store import REFUSED_DETAIL, RequestStateRecord, new_row_id, storable_text
 
 if TYPE_CHECKING:
     from mcp_common.endpoint import MCPEndpoint
@@ -73,6 +73,15 @@ def parse_handle(endpoint: MCPEndpoint, handle: str) -> str | None:
     return None
 
 
+def _stored_identity(method: str, params: Mapping[str, Any] | None) -> tuple[str, str]:
+    """:func:`~mcp_common._sdk.request_identity`, its target as the database keeps it: a
+    ``resources/read`` URI is the client's text, which may hold a NUL or a lone surrogate
+    (:func:`~mcp_common.store.storable_text`). The SDK still binds the sealed state to the
+    exact target."""
+    target, args_digest = _sdk.request_identity(method, params)
+    return storable_text(target), args_digest
+
+
 def redeem_sync(endpoint: MCPEndpoint, method: str, params: Mapping[str, Any], principal: str | None) -> dict[str, Any]:
     """Params with the handle swapped for its sealed state, answers recorded; raises the SDK's
     ``invalid_request_state`` error for anything but a live handle bound to this request.
@@ -86,17 +95,13 @@ def redeem_sync(endpoint: MCPEndpoint, method: str, params: Mapping[str, Any], p
     state_id = parse_handle(endpoint, handle)
     if state_id is None:
         raise invalid_state("unknown or forged handle")
-    target, args_digest = _sdk.request_identity(method, params)
-    # Nothing stored holds a NUL or a lone surrogate: a target or question key with one
-    # matches nothing, and must not reach the database driver, which refuses it.
-    if not storable(target):
-        raise invalid_state("bound to another request")
+    target, args_digest = _stored_identity(method, params)
     responses = params.get("inputResponses")
     answers: dict[str, tuple[str, str | None]] = {}
     if isinstance(responses, Mapping):
         for key, response in responses.items():
-            if isinstance(response, Mapping) and "action" in response and storable(str(key)):
-                answers[str(key)] = outcome_of(response)
+            if isinstance(response, Mapping) and "action" in response:
+                answers[storable_text(str(key))] = outcome_of(response)  # as new_record keeps it
     store = endpoint.store
     state = store.consume_request_state(
         state_id, endpoint.name, method, target, args_digest, principal, time.time(), answers
@@ -110,7 +115,7 @@ def redeem_sync(endpoint: MCPEndpoint, method: str, params: Mapping[str, Any], p
         # A URL-mode accept carries no content; the stand-in form the SDK asked wants {}.
         url_keys = {r.request_key for r in store.elicitations_for_state(state_id) if r.mode == "url"}
         new_params["inputResponses"] = {
-            key: ({**r, "content": {}} if key in url_keys and isinstance(r, Mapping) else r)
+            key: ({**r, "content": {}} if storable_text(str(key)) in url_keys and isinstance(r, Mapping) else r)
             for key, r in responses.items()
         }
     return new_params
@@ -192,7 +197,7 @@ def persist_sync(
     state_id = new_row_id()
     now = time.time()
     expires = now + endpoint.config.request_state_ttl
-    target, args_digest = _sdk.request_identity(method, params)
+    target, args_digest = _stored_identity(method, params)
     out = dict(result)
     rows = []
     if isinstance(requests, Mapping):

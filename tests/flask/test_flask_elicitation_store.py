@@ -1373,6 +1373,11 @@ def test_a_resource_read_by_a_uri_no_database_holds_asks_and_answers_on_any_stor
             assert status == 200 and body["result"]["contents"][0]["text"] == f"note {name!r}: accept", (name, body)
             (row,) = store.elicitations_for_state(parse_handle(point, handle))
             assert row.status == "accepted", name
+        # The row keeps U+FFFD in the NUL's place; the state is still bound to the very URI.
+        status, body = _read(point, "notes://odd\x00")
+        handle = body["result"]["requestState"]
+        status, body = _read(point, "notes://odd\ufffd", requestState=handle)
+        assert status == 400 and body["error"]["data"] == {"reason": "invalid_request_state"}, body
     finally:
         point.close()
 
