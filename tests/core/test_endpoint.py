@@ -666,6 +666,29 @@ def test_close_returns_once_the_lifespan_and_its_database_work_are_over() -> Non
     point.close()
 
 
+class FailingSweep(SlowSweep):
+    """A store whose slow expiry sweep then fails (the database going away at shutdown)."""
+
+    def expire_elicitations(self, now: float) -> int:
+        super().expire_elicitations(now)
+        raise ConnectionError("the database went away")
+
+
+def test_close_during_a_failing_database_call_leaves_no_unretrieved_error(caplog: pytest.LogCaptureFixture) -> None:
+    """The heartbeat's call that close() waits for may fail: the heartbeat is over by then, and
+    no error goes to the log as asyncio's "Task exception was never retrieved" traceback."""
+    store = FailingSweep()
+    point = _hello_endpoint(None, store)
+    assert point.handle(modern_call("hello", {})).status == 200
+    assert store.sweeping.wait(5)
+    point.close()
+    assert store.swept.is_set()
+    gc.collect()
+    time.sleep(0.1)  # asyncio logs it from the loop's thread
+    gc.collect()
+    assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []
+
+
 def test_a_lifespan_that_failed_is_logged_once_by_the_request_it_failed(caplog: pytest.LogCaptureFixture) -> None:
     """The lifespan's error goes to the requests waiting for it, which log it: its task does
     not raise it again, for asyncio to log once more at every failed attempt as "Task
