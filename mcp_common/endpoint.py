@@ -240,6 +240,8 @@ class MCPEndpoint:
             return await asyncio.shield(call)
         except asyncio.CancelledError:
             await asyncio.wait([call])
+            if not call.cancelled():
+                call.exception()  # read: its failure is no one's now, and not asyncio's to log
             raise
 
     def lifespan_context(self) -> contextlib.AbstractContextManager[Any]:
