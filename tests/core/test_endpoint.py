@@ -8,9 +8,13 @@ import contextvars
 import gc
 import json
 import logging
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
@@ -23,6 +27,8 @@ from mcp_common import HTTPRequest, HTTPResponse, MCPConfig, MCPEndpoint, Memory
 from mcp_common.elicitation import worker_id
 from mcp_common.endpoint import current_request
 from mcp_common.legacy import parse_event_id
+
+ROOT = Path(__file__).resolve().parents[2]
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
@@ -897,3 +903,33 @@ def test_a_store_failing_in_the_requests_own_thread_is_a_json_rpc_500(
     assert (response.status, response.headers["Content-Type"]) == (500, "application/json")
     assert json.loads(response.body)["error"] == {"code": -32603, "message": "Internal server error"}
     assert any(record.exc_info and "the database went away" in str(record.exc_info[1]) for record in caplog.records)
+
+
+FORKED_CLOSE = textwrap.dedent(
+    """
+    import os, time
+    from tests.core.test_endpoint import _hello_endpoint, modern_call
+
+    point = _hello_endpoint(None)
+    assert point.handle(modern_call("hello", {})).status == 200  # its lifespan runs in this process
+    child = os.fork()
+    if child == 0:
+        started = time.monotonic()
+        point.close()  # a worker's shutdown hook: this process never entered the lifespan
+        os._exit(0 if time.monotonic() - started < 2 else 1)
+    _, status = os.waitpid(child, 0)
+    point.close()
+    print("child", os.waitstatus_to_exitcode(status))
+    """
+)
+
+
+def test_close_in_a_forked_worker_that_served_nothing_returns_at_once() -> None:
+    """A forked worker (gunicorn's --preload, a Celery prefork child) holds a copy of the
+    parent's endpoint, whose lifespan runs on the parent's event loop, a thread the child does
+    not have: its close() has no lifespan to wait for."""
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED_CLOSE], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["child", "0"], "close() in the child waited for the parent's lifespan"
