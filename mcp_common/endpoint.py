@@ -129,8 +129,8 @@ class MCPEndpoint:
         it cannot wait: it only starts the exit).
         """
         task, self._lifespan_task, self._started = self._lifespan_task, None, None
-        if task is None or task.done():
-            return
+        if task is None or task.done() or self._pid not in (None, os.getpid()):
+            return  # the last: a forked process's copy of its parent's, whose loop is not here
         loop = task.get_loop()
         loop.call_soon_threadsafe(task.cancel)
         with contextlib.suppress(RuntimeError):
