@@ -933,3 +933,23 @@ def test_close_in_a_forked_worker_that_served_nothing_returns_at_once() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["child", "0"], "close() in the child waited for the parent's lifespan"
+
+
+def test_a_legacy_request_whose_id_no_row_can_hold_is_refused_before_its_tool_runs() -> None:
+    """A question's row keeps the asking call's id (as JSON, up to 255 characters) to end the
+    call if its worker dies. A longer id failed that write on PostgreSQL and MySQL once the
+    tool had run up to its question (a 500, the tool's work half done); it is refused up front."""
+    store = MemoryStore()
+    point = endpoint(store)
+    session = initialize(point, {"elicitation": {}})
+    call = {"method": "tools/call", "params": {"name": "interview", "arguments": {}}}
+    refused = point.handle(legacy(session, {"jsonrpc": "2.0", "id": "x" * 254, **call}))
+    assert refused.status == 400
+    reply = json.loads(refused.body)
+    assert reply["error"]["code"] == -32600 and "255" in reply["error"]["message"], reply
+    assert reply["id"] == "x" * 254
+    assert store._elicitations == {}  # the tool never reached its question
+    # At the limit (253 characters and their quotes) the call goes ahead and asks.
+    asked = point.handle(legacy(session, {"jsonrpc": "2.0", "id": "x" * 253, **call}))
+    assert asked.status == 200 and asked.headers["Content-Type"] == "text/event-stream"
+    point.close()
