@@ -79,7 +79,7 @@ from mcp_common.jsonrpc import (
     json_response,
     sse_frame,
 )
-from mcp_common.store import GET_STREAM, SessionRecord, storable, storable_text
+from mcp_common.store import GET_STREAM, MAX_CALL_ID, SessionRecord, storable, storable_text
 
 if TYPE_CHECKING:
     from mcp_common.endpoint import MCPEndpoint
@@ -509,6 +509,11 @@ class LegacyProtocol:
 
         if isinstance(message, JSONRPCRequest) and message.method == "initialize":
             return await self._initialize(request, message)
+        if isinstance(message, JSONRPCRequest) and len(dumps(message.id)) > MAX_CALL_ID:
+            # A question's row keeps its call's id to end the call if the worker dies: refused
+            # now, not once the tool has run up to its question and the write fails.
+            too_long = f"Invalid request: an id longer than {MAX_CALL_ID} characters (as JSON)"
+            return error_response(400, INVALID_REQUEST, too_long, message.id)
 
         session = await self._session(request)
         if isinstance(session, HTTPResponse):

@@ -187,6 +187,10 @@ def leave_stream_turn(cursor: Any, name: str) -> None:
     cursor.execute("DO RELEASE_LOCK(%s)", [name])
 
 
+MAX_CALL_ID = 255
+"""Characters a question's row keeps of its asking call's JSON-RPC id, as JSON (``call_id``)."""
+
+
 def storable(text: str) -> bool:
     """Whether every supported database can hold ``text``: no NUL (PostgreSQL text cannot) and
     no lone surrogate (no UTF-8 encoding, so no driver, can). JSON text may carry either, so
