@@ -24,7 +24,9 @@ from mcp_common.jsonrpc import utf8_safe
 T = TypeVar("T")
 
 
-def serial_writes(lock_of: Callable[[Any], Any]) -> Callable[[Callable[..., T]], Callable[..., T]]:
+def serial_writes(
+    lock_of: Callable[[Any], SQLiteWriteLock | None], *, in_memory_only: bool = False
+) -> Callable[[Callable[..., T]], Callable[..., T]]:
     """Decorate a store's write methods so that writers take turns on a lock.
 
     SQLite admits one writer; a writer that finds the file locked sleeps in growing steps
@@ -32,13 +34,20 @@ def serial_writes(lock_of: Callable[[Any], Any]) -> Callable[[Callable[..., T]],
     :class:`SQLiteWriteLock`: a mutex for the threads of a worker, a file lock between workers)
     are handed over in microseconds instead.
     ``lock_of(store)`` gives the lock to take, or ``None`` (a database with concurrent writers).
+
+    ``in_memory_only``: take the lock only when the database is in memory, for a store's
+    reads. The connections to such a database share one cache, where a reader that meets a
+    table another connection is writing fails at once ("database table is locked": SQLite's
+    busy timeout does not apply), or share one connection (SQLAlchemy's ``StaticPool``), where
+    one thread's statement lands in another's transaction. Django's test database on SQLite
+    is one, so every store call takes turns there; a file database's readers never wait.
     """
 
     def decorate(fn: Callable[..., T]) -> Callable[..., T]:
         @functools.wraps(fn)
         def wrapper(store: Any, *args: Any, **kwargs: Any) -> T:
             lock = lock_of(store)
-            if lock is None:
+            if lock is None or (in_memory_only and not lock.in_memory):
                 return fn(store, *args, **kwargs)
             with lock:
                 return fn(store, *args, **kwargs)
@@ -59,9 +68,11 @@ class SQLiteWriteLock:
     lock, as before.
     """
 
-    def __init__(self, database: str | None) -> None:
+    def __init__(self, database: str | None, *, in_memory: bool | None = None) -> None:
         self._thread = threading.RLock()
-        self._path = f"{database}-mcp.lock" if database and _is_file_database(database) else None
+        self.in_memory = _is_memory_database(database) if in_memory is None else in_memory
+        """Whether the database lives in this process's memory (no file to lock beside)."""
+        self._path = f"{database}-mcp.lock" if not self.in_memory and _can_flock() else None
         self._fd: int | None = None
         self._pid = 0
         self._depth = 0
@@ -98,9 +109,11 @@ class SQLiteWriteLock:
         return self._fd
 
 
-def _is_file_database(database: str) -> bool:
-    if database == ":memory:" or database.startswith("file::memory:") or "mode=memory" in database:
-        return False
+def _is_memory_database(database: str | None) -> bool:
+    return not database or database == ":memory:" or database.startswith("file::memory:") or "mode=memory" in database
+
+
+def _can_flock() -> bool:
     try:
         import fcntl  # noqa: F401
     except ImportError:  # not on this platform: the thread lock alone

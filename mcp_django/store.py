@@ -78,12 +78,14 @@ def _sqlite_lock(_store: Any) -> SQLiteWriteLock | None:
     name = str(connection.settings_dict["NAME"])
     lock = _SQLITE_LOCKS.get(name)
     if lock is None:
-        lock = _SQLITE_LOCKS.setdefault(name, SQLiteWriteLock(name))
+        lock = _SQLITE_LOCKS.setdefault(name, SQLiteWriteLock(name, in_memory=connection.is_in_memory_db()))
     return lock
 
 
-# Writers to one SQLite file take turns (see mcp_common.store.serial_writes).
+# Writers to one SQLite file take turns; on one in memory, every call does (see
+# mcp_common.store.serial_writes).
 _serial_on_sqlite = serial_writes(_sqlite_lock)
+_serial_in_memory = serial_writes(_sqlite_lock, in_memory_only=True)
 
 
 @overload
@@ -131,6 +133,7 @@ class DjangoStore:
         )
 
     @_retry
+    @_serial_in_memory
     def get_session(self, session_id: str) -> SessionRecord | None:
         # The hottest query of a legacy session (every request): plain SQL, ~15x cheaper than
         # the ORM's filter().first() here.
@@ -202,6 +205,7 @@ class DjangoStore:
             return int(cursor.fetchone()[0])
 
     @_retry
+    @_serial_in_memory
     def events_after(self, session_id: str, stream_key: str, after: int) -> list[EventRecord]:
         rows = MCPEvent.objects.filter(session_id=session_id, stream_key=stream_key, id__gt=after).order_by("id")
         return [
@@ -210,10 +214,12 @@ class DjangoStore:
         ]
 
     @_retry
+    @_serial_in_memory
     def has_stream(self, session_id: str, stream_key: str) -> bool:
         return MCPEvent.objects.filter(session_id=session_id, stream_key=stream_key).exists()
 
     @_retry
+    @_serial_in_memory
     def get_cursor(self, session_id: str) -> int:
         value = MCPSession.objects.filter(session_id=session_id).values_list("get_cursor", flat=True).first()
         return int(value or 0)
@@ -261,6 +267,7 @@ class DjangoStore:
         return updated == 1
 
     @_retry
+    @_serial_in_memory
     def get_pending(self, session_id: str, request_id: str) -> PendingRequestRecord | None:
         connection = connections[_alias()]
         table = connection.ops.quote_name(MCPPendingRequest._meta.db_table)
@@ -275,6 +282,7 @@ class DjangoStore:
         return PendingRequestRecord(session_id, request_id, row[0], row[1], row[2], _epoch(row[3], connection))
 
     @_retry
+    @_serial_in_memory
     def answered_since(self, since: float) -> list[tuple[str, str, str]]:
         # One query per poll for all of this process's waiting tools (index on ``answered``).
         rows = MCPPendingRequest.objects.filter(answered__gte=_ts(since)).values_list(
@@ -283,6 +291,7 @@ class DjangoStore:
         return [(sid, rid, response) for sid, rid, response in rows if response is not None]
 
     @_retry
+    @_serial_in_memory
     def pending_keys(self, session_ids: Sequence[str]) -> set[tuple[str, str]]:
         found: set[tuple[str, str]] = set()
         unique = list(dict.fromkeys(session_ids))
@@ -299,6 +308,7 @@ class DjangoStore:
         MCPPendingRequest.objects.filter(session_id=session_id, request_id=request_id).delete()
 
     @_retry
+    @_serial_in_memory
     def purge_expired(self, older_than: float) -> int:
         MCPRequestState.objects.filter(expires__lt=_ts(older_than)).delete()
         stale = list(MCPSession.objects.filter(last_seen__lt=_ts(older_than)).values_list("session_id", flat=True))
@@ -312,11 +322,13 @@ class DjangoStore:
     # -- elicitations ------------------------------------------------------------------------
 
     @_retry
+    @_serial_in_memory
     def get_elicitation(self, record_id: str) -> ElicitationRecord | None:
         row = MCPElicitation.objects.filter(id=record_id).first()
         return _elicitation_record(row) if row is not None else None
 
     @_retry
+    @_serial_in_memory
     def find_elicitations(self, elicitation_id: str, server_name: str | None = None) -> list[ElicitationRecord]:
         rows = MCPElicitation.objects.filter(elicitation_id=elicitation_id)
         if server_name is not None:
@@ -344,6 +356,7 @@ class DjangoStore:
         return rows.update(**changes) == 1
 
     @_retry
+    @_serial_in_memory
     def complete_elicitations(
         self, elicitation_id: str, now: float, server_name: str | None = None
     ) -> list[ElicitationRecord]:
@@ -362,6 +375,7 @@ class DjangoStore:
     # -- 2026-07-28 request state ------------------------------------------------------------
 
     @_retry
+    @_serial_in_memory
     def get_request_state(self, state_id: str) -> RequestStateRecord | None:
         row = MCPRequestState.objects.filter(state_id=state_id).first()
         return None if row is None else record_of(RequestStateRecord, row)
@@ -493,20 +507,24 @@ class DjangoStore:
         )
 
     @_retry
+    @_serial_in_memory
     def elicitations_for_state(self, state_id: str) -> list[ElicitationRecord]:
         return [_elicitation_record(r) for r in MCPElicitation.objects.filter(state_id=state_id).order_by("created")]
 
     @_retry
+    @_serial_in_memory
     def stream_elicitations(self, session_id: str, stream_key: str) -> list[ElicitationRecord]:
         rows = MCPElicitation.objects.filter(session_id=session_id, stream_key=stream_key).order_by("created")
         return [_elicitation_record(r) for r in rows]
 
     @_retry
+    @_serial_in_memory
     def call_elicitations(self, session_id: str, call_id: str) -> list[ElicitationRecord]:
         rows = MCPElicitation.objects.filter(session_id=session_id, call_id=call_id).order_by("created")
         return [_elicitation_record(r) for r in rows]
 
     @_retry
+    @_serial_in_memory
     def purge_elicitations(self, older_than: float) -> int:
         deleted, _ = MCPElicitation.objects.exclude(status="pending").filter(updated__lt=_ts(older_than)).delete()
         return deleted
@@ -529,6 +547,7 @@ class DjangoStore:
                 MCPWorker.objects.filter(worker_id=worker_id).update(last_beat=_ts(now))
 
     @_retry
+    @_serial_in_memory
     def worker_seen(self, worker_id: str) -> float | None:
         beat = MCPWorker.objects.filter(worker_id=worker_id).values_list("last_beat", flat=True).first()
         return beat.timestamp() if beat is not None else None

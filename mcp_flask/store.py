@@ -131,8 +131,10 @@ def _retry(fn: Callable[P, T] | None = None, *, rerun: Rerun | None = None) -> A
     return decorate if fn is None else decorate(fn)
 
 
-# One process's writers take turns on SQLite (see mcp_common.store.serial_writes).
+# One process's writers take turns on SQLite; on one in memory, every call does (see
+# mcp_common.store.serial_writes).
 _serial_on_sqlite = serial_writes(lambda store: store._write_lock)
+_serial_in_memory = serial_writes(lambda store: store._write_lock, in_memory_only=True)
 
 # The hottest statements, built once: building a statement costs more than running it here.
 _READ_SESSION = select(
@@ -370,7 +372,9 @@ class SQLAlchemyStore:
         self.engine = engine
         # Writers to one SQLite file take turns (see mcp_common.store.serial_writes).
         sqlite = engine.url.get_backend_name() == "sqlite"
-        self._write_lock = SQLiteWriteLock(engine.url.database) if sqlite else None
+        self._write_lock = (
+            SQLiteWriteLock(engine.url.database, in_memory=_is_memory_sqlite(engine.url)) if sqlite else None
+        )
         self._sqlite = sqlite
         # PostgreSQL, SQLite >= 3.35: a claimed request state is read back by its UPDATE.
         self._driver = _DriverStatements(engine.dialect, bool(getattr(engine.dialect, "update_returning", False)))
@@ -469,6 +473,7 @@ class SQLAlchemyStore:
             )
 
     @_retry
+    @_serial_in_memory
     def get_session(self, session_id: str) -> SessionRecord | None:
         # Read on every legacy request: on the driver's cursor, as the question hot paths are
         # (a Core SELECT through a Connection costs several times the query here).
@@ -550,6 +555,7 @@ class SQLAlchemyStore:
             return int(row.id)
 
     @_retry
+    @_serial_in_memory
     def events_after(self, session_id: str, stream_key: str, after: int) -> list[EventRecord]:
         query = (
             select(MCPEvent.id, MCPEvent.session_id, MCPEvent.stream_key, MCPEvent.message, MCPEvent.final)
@@ -562,12 +568,14 @@ class SQLAlchemyStore:
             ]
 
     @_retry
+    @_serial_in_memory
     def has_stream(self, session_id: str, stream_key: str) -> bool:
         query = select(MCPEvent.id).where(MCPEvent.session_id == session_id, MCPEvent.stream_key == stream_key)
         with self._session() as s, s.begin():
             return s.scalar(query.limit(1)) is not None
 
     @_retry
+    @_serial_in_memory
     def get_cursor(self, session_id: str) -> int:
         with self._session() as s, s.begin():
             value = s.scalar(select(MCPSession.get_cursor).where(MCPSession.session_id == session_id))
@@ -638,6 +646,7 @@ class SQLAlchemyStore:
             return won
 
     @_retry
+    @_serial_in_memory
     def get_pending(self, session_id: str, request_id: str) -> PendingRequestRecord | None:
         query = select(MCPPendingRequest).where(
             MCPPendingRequest.session_id == session_id, MCPPendingRequest.request_id == request_id
@@ -651,6 +660,7 @@ class SQLAlchemyStore:
             )
 
     @_retry
+    @_serial_in_memory
     def answered_since(self, since: float) -> list[tuple[str, str, str]]:
         # One query per poll for all of this process's waiting tools (index on ``answered``).
         query = select(MCPPendingRequest.session_id, MCPPendingRequest.request_id, MCPPendingRequest.response).where(
@@ -660,6 +670,7 @@ class SQLAlchemyStore:
             return [(sid, rid, response) for sid, rid, response in s.execute(query) if response is not None]
 
     @_retry
+    @_serial_in_memory
     def pending_keys(self, session_ids: Sequence[str]) -> set[tuple[str, str]]:
         found: set[tuple[str, str]] = set()
         unique = list(dict.fromkeys(session_ids))
@@ -683,6 +694,7 @@ class SQLAlchemyStore:
             )
 
     @_retry
+    @_serial_in_memory
     def purge_expired(self, older_than: float) -> int:
         """Delete sessions idle since before ``older_than`` (how many), and request states that
         expired before it, consumed or not. Elicitation rows stay."""
@@ -702,12 +714,14 @@ class SQLAlchemyStore:
     # -- elicitations ------------------------------------------------------------------------
 
     @_retry
+    @_serial_in_memory
     def get_elicitation(self, record_id: str) -> ElicitationRecord | None:
         with self._session() as s, s.begin():
             row = s.get(MCPElicitation, record_id)
             return _elicitation_record(row) if row is not None else None
 
     @_retry
+    @_serial_in_memory
     def find_elicitations(self, elicitation_id: str, server_name: str | None = None) -> list[ElicitationRecord]:
         query = select(MCPElicitation).where(MCPElicitation.elicitation_id == elicitation_id)
         if server_name is not None:
@@ -742,6 +756,7 @@ class SQLAlchemyStore:
             return bool(s.execute(query, execution_options=_NO_SYNC).rowcount == 1)  # type: ignore[attr-defined]
 
     @_retry
+    @_serial_in_memory
     def complete_elicitations(
         self, elicitation_id: str, now: float, server_name: str | None = None
     ) -> list[ElicitationRecord]:
@@ -807,6 +822,7 @@ class SQLAlchemyStore:
     # -- 2026-07-28 request state ------------------------------------------------------------
 
     @_retry
+    @_serial_in_memory
     def get_request_state(self, state_id: str) -> RequestStateRecord | None:
         with self._session() as s, s.begin():
             row = s.get(MCPRequestState, state_id)
@@ -922,6 +938,7 @@ class SQLAlchemyStore:
         return claimed
 
     @_retry
+    @_serial_in_memory
     def elicitations_for_state(self, state_id: str) -> list[ElicitationRecord]:
         query = (
             select(MCPElicitation)
@@ -932,6 +949,7 @@ class SQLAlchemyStore:
             return [_elicitation_record(row) for row in s.scalars(query)]
 
     @_retry
+    @_serial_in_memory
     def call_elicitations(self, session_id: str, call_id: str) -> list[ElicitationRecord]:
         query = (
             select(MCPElicitation)
@@ -942,6 +960,7 @@ class SQLAlchemyStore:
             return [_elicitation_record(row) for row in s.scalars(query)]
 
     @_retry
+    @_serial_in_memory
     def purge_elicitations(self, older_than: float) -> int:
         with self._session() as s, s.begin():
             result = s.execute(
@@ -953,6 +972,7 @@ class SQLAlchemyStore:
             return int(result.rowcount or 0)
 
     @_retry
+    @_serial_in_memory
     def stream_elicitations(self, session_id: str, stream_key: str) -> list[ElicitationRecord]:
         query = (
             select(MCPElicitation)
@@ -980,16 +1000,14 @@ class SQLAlchemyStore:
                 s.execute(beat, execution_options=_NO_SYNC)
 
     @_retry
+    @_serial_in_memory
     def worker_seen(self, worker_id: str) -> float | None:
         with self._session() as s, s.begin():
             beat = s.scalar(select(MCPWorker.last_beat).where(MCPWorker.worker_id == worker_id))
             return beat.timestamp() if beat is not None else None
 
     def process_private(self) -> bool:
-        url = self.engine.url
-        return url.get_backend_name() == "sqlite" and (
-            url.database in (None, "", ":memory:") or url.query.get("mode") == "memory"
-        )
+        return self._sqlite and _is_memory_sqlite(self.engine.url)
 
 
 # -- engines -----------------------------------------------------------------------------------

@@ -353,3 +353,51 @@ LOST_ACKNOWLEDGEMENT_CHECKS = (
     check_an_answer_after_another_stays_dropped_across_a_lost_connection,
 )
 """The checks that take ``(store, proxy)``."""
+
+
+def check_threads_share_an_in_memory_database(
+    store: SessionStore, thread_done: Callable[[], None] = lambda: None
+) -> None:
+    """An application's tests on an in-memory SQLite database (Django's test database; Flask's
+    ``sqlite://``) serve several requests at once: the store's reads and writes from several
+    threads all succeed, and every event written is there to read, in order. Two threads write
+    the event log while two read it and the pending requests. ``thread_done`` runs at the end
+    of each thread (Django: close its connection)."""
+    session = _new_session()
+    store.create_session(session)
+    errors: list[BaseException] = []
+    written = threading.Event()
+    per_writer = 150
+
+    def write() -> None:
+        try:
+            for n in range(per_writer):
+                store.append_event(session.session_id, "stream", json.dumps({"n": n}))
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            thread_done()
+
+    def read() -> None:
+        try:
+            while not written.is_set() and not errors:
+                ids = [event.event_id for event in store.events_after(session.session_id, "stream", 0)]
+                assert ids == sorted(ids), ids
+                assert store.get_pending(session.session_id, "nobody") is None
+                assert store.get_session(session.session_id) is not None
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            thread_done()
+
+    writers = [threading.Thread(target=write) for _ in range(2)]
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for thread in writers + readers:
+        thread.start()
+    for thread in writers:
+        thread.join(60)
+    written.set()
+    for thread in readers:
+        thread.join(60)
+    assert not errors, errors[:3]
+    assert len(store.events_after(session.session_id, "stream", 0)) == 2 * per_writer

@@ -1,6 +1,7 @@
 """The Django store on PostgreSQL and on MariaDB (run by scripts/test.sh with
 ``MCP_EXAMPLE_DATABASE_URL`` set): its event log (on SQLite one writer at a time commits ids in
-order), and on PostgreSQL its writes whose acknowledgement a lost connection took."""
+order), and on PostgreSQL its writes whose acknowledgement a lost connection took. On every
+database: several threads at once (on SQLite, Django's test database is in memory)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from tests.store_checks import (
     PostgresGate,
     check_a_reader_misses_no_event_committed_late,
     check_a_session_id_taken_by_another_row_still_conflicts,
+    check_threads_share_an_in_memory_database,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -43,6 +45,13 @@ def proxy() -> Iterator[PostgresProxy]:
         finally:
             connection.close()
             settings.update(saved)
+
+
+def test_threads_share_the_test_database() -> None:
+    """Django's test database on SQLite is in memory, its threads' connections share one cache:
+    there a store read that met another thread's write failed at once ("database table is
+    locked"), and a test serving two requests at once failed at random."""
+    check_threads_share_an_in_memory_database(DjangoStore(), thread_done=connections.close_all)
 
 
 @pytest.mark.postgres

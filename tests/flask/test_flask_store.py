@@ -28,6 +28,7 @@ from tests.store_checks import (
     PostgresGate,
     check_a_reader_misses_no_event_committed_late,
     check_a_session_id_taken_by_another_row_still_conflicts,
+    check_threads_share_an_in_memory_database,
 )
 
 
@@ -231,6 +232,19 @@ def test_in_memory_sqlite_is_one_shared_connection() -> None:
     with ThreadPoolExecutor(1) as pool:
         assert pool.submit(store.get_session, "s1").result() is not None
     engine.dispose()
+
+
+@pytest.mark.parametrize("uri", ["sqlite://", "sqlite:///file:shop?mode=memory&cache=shared&uri=true"])
+def test_threads_share_an_in_memory_database(uri: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one connection (or the shared cache) serves one store call at a time: without
+    that, one thread's statement lands in another's transaction ("cannot commit - no
+    transaction is active")."""
+    monkeypatch.chdir(tmp_path)
+    engine = make_engine(uri)
+    migrate(engine)
+    check_threads_share_an_in_memory_database(SQLAlchemyStore(engine))
+    engine.dispose()
+    assert list(tmp_path.iterdir()) == []  # no lock file beside a database that has no file
 
 
 @pytest.mark.postgres
