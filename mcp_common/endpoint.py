@@ -18,10 +18,11 @@ import logging
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from mcp.server.request_state import RequestStateSecurity
+from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
@@ -30,7 +31,7 @@ from mcp_common.config import MCPConfig, derive_key
 from mcp_common.elicitation import is_url_question, refusal_verdict, worker_id
 from mcp_common.fast import FastPath
 from mcp_common.http import HTTPRequest, HTTPResponse
-from mcp_common.jsonrpc import error_response
+from mcp_common.jsonrpc import error_response, request_cancelled
 from mcp_common.legacy import LegacyProtocol
 from mcp_common.loop import LoopRunner
 from mcp_common.modern import handle_modern
@@ -124,21 +125,31 @@ class MCPEndpoint:
     def close(self) -> None:
         """Exit the server's lifespan in this process (it is entered again on the next request).
 
-        Returns once the lifespan has exited, the heartbeat's database call with it, so that
-        the store's connections can be closed next (called on the endpoint's own event loop,
-        it cannot wait: it only starts the exit).
+        The calls in flight here end with it, as the SDK's session manager ends its sessions'
+        calls: a legacy call waiting for its client's answer ends as cancelled (its question
+        recorded so, "Request cancelled" for a client resuming it), and no poll for answers
+        outlives it. Returns once they and the lifespan have exited, the heartbeat's database
+        call with it, so that the store's connections can be closed next (called on the
+        endpoint's own event loop, it cannot wait: it only starts the exit).
         """
         task, self._lifespan_task, self._started = self._lifespan_task, None, None
         if task is None or task.done() or self._pid not in (None, os.getpid()):
             return  # the last: a forked process's copy of its parent's, whose loop is not here
         loop = task.get_loop()
-        loop.call_soon_threadsafe(task.cancel)
+
+        def end() -> list[asyncio.Task[Any]]:  # on the loop, where the tasks are tracked
+            ending = [*(call for call in self._tasks if not call.done()), task]
+            for each in ending:
+                each.cancel()
+            return ending
+
         with contextlib.suppress(RuntimeError):
             if asyncio.get_running_loop() is loop:
+                end()
                 return
 
         async def exited() -> None:
-            await asyncio.wait([task])
+            await asyncio.wait(end())
 
         with contextlib.suppress(concurrent.futures.TimeoutError):
             asyncio.run_coroutine_threadsafe(exited(), loop).result(CLOSE_TIMEOUT)
@@ -267,6 +278,21 @@ class MCPEndpoint:
             self.response_started(request, handler)
         except Exception:
             logger.exception("MCP endpoint %r: response_started failed for %r", self.name, handler)
+
+    def run_call(self, coro: Coroutine[Any, Any, T]) -> T | MCPError:
+        """Run a call's coroutine on the endpoint's loop, blocking this (WSGI) thread for its
+        outcome: ``close()`` ends it with the other calls in flight, and then its outcome is
+        the "Request cancelled" error."""
+        return self.runner.run(self._tracked(coro))
+
+    async def _tracked(self, coro: Coroutine[Any, Any, T]) -> T | MCPError:
+        task = asyncio.current_task()
+        if task is not None:
+            self.track(task)
+        try:
+            return await coro
+        except asyncio.CancelledError:
+            return request_cancelled()
 
     def track(self, task: asyncio.Task[Any]) -> None:
         """Keep a reference to a background task until it ends (asyncio holds only weak ones)."""

@@ -31,6 +31,7 @@ to identical answers.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import logging
@@ -57,7 +58,7 @@ from pydantic import ValidationError
 
 from mcp_common import _sdk
 from mcp_common.http import HTTPRequest, HTTPResponse
-from mcp_common.jsonrpc import JSON, accepts, dumps, is_json_content, json_response
+from mcp_common.jsonrpc import JSON, accepts, dumps, is_json_content, json_response, request_cancelled
 from mcp_common.security import check_request
 
 if TYPE_CHECKING:
@@ -278,7 +279,7 @@ class FastPath:
         token = current_request.set(request)
         try:
             if call.tool.is_async:
-                outcome = self.endpoint.runner.run(self._call_async(call.tool, call.validated))
+                outcome = self.endpoint.run_call(self._call_async(call.tool, call.validated))
             else:
                 outcome = self._call_sync(call.tool, call.validated)
         finally:
@@ -396,11 +397,11 @@ class FastPath:
                     # every call of this tool from now on (resolvers may re-run each round).
                     self._inline[tool.name] = False
             if outcome is _NEEDS_LOOP:
-                outcome = self.endpoint.runner.run(self._resolve(request, call, params, capabilities, boundary))
+                outcome = self.endpoint.run_call(self._resolve(request, call, params, capabilities, boundary))
             if isinstance(outcome, _Resolved):
                 arguments = {**validated, **outcome.values}
                 if tool.is_async:
-                    outcome = self.endpoint.runner.run(self._call_async(tool, arguments))
+                    outcome = self.endpoint.run_call(self._call_async(tool, arguments))
                 else:
                     outcome = self._call_sync(tool, arguments)
         finally:
@@ -494,6 +495,8 @@ class FastPath:
         try:
             with self.endpoint.tool_context():
                 return self._convert(tool, await tool.fn(**validated))
+        except asyncio.CancelledError:
+            return request_cancelled()  # the endpoint closed, or (ASGI) the client went away
         except BaseException as exc:
             return self._failure(tool, exc)
 

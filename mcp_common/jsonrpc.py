@@ -7,7 +7,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
+from mcp_types import REQUEST_TIMEOUT
 
 from mcp_common.http import HTTPResponse
 
@@ -134,3 +136,9 @@ def accepts(headers: Mapping[str, str]) -> tuple[bool, bool]:
 
 def is_json_content(headers: Mapping[str, str]) -> bool:
     return headers.get("content-type", "").split(";")[0].strip().lower() == JSON
+
+
+def request_cancelled() -> MCPError:
+    """The error a call in flight ends with when it is cancelled (the endpoint closed, the
+    session ended, the client cancelled it), on either wire."""
+    return MCPError(code=REQUEST_TIMEOUT, message="Request cancelled")

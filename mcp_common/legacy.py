@@ -77,6 +77,7 @@ from mcp_common.jsonrpc import (
     error_response,
     is_json_content,
     json_response,
+    request_cancelled,
     sse_frame,
 )
 from mcp_common.store import GET_STREAM, MAX_CALL_ID, SessionRecord, storable, storable_text
@@ -628,7 +629,7 @@ class LegacyProtocol:
             try:
                 reply = {"jsonrpc": "2.0", "id": message.id, "result": await run}
             except asyncio.CancelledError:
-                reply = _error_reply(message.id, MCPError(code=REQUEST_TIMEOUT, message="Request cancelled"))
+                reply = _error_reply(message.id, request_cancelled())
                 if self.waiters.has_ended(session.session_id):
                     # The session is gone with its event log: an attached client hears the end,
                     # nothing is written for a session no client can resume.

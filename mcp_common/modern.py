@@ -45,6 +45,7 @@ from mcp_common.jsonrpc import (
     error_response,
     is_json_content,
     json_response,
+    request_cancelled,
     sse_frame,
     status_for,
 )
@@ -195,18 +196,23 @@ async def handle_modern(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPResp
     async def run_handler() -> None:
         try:
             replies.append(_reply(req.id, await run, None))
-        except asyncio.CancelledError:
-            raise
         except Exception as exc:
             replies.append(_reply(req.id, None, exc))
-        finally:
+        sink.put_nowait(None)
+
+    def ended(task: asyncio.Task[None]) -> None:
+        if not replies:
+            # Cancelled: the client closed the stream (nobody reads this), or the endpoint
+            # closed (its client hears why the stream ends, as on the legacy wire).
+            run.close()  # if cancelled before it started
+            replies.append(_reply(req.id, None, request_cancelled()))
             sink.put_nowait(None)
 
     task = asyncio.create_task(run_handler())
+    task.add_done_callback(ended)
     endpoint.track(task)
     first = await sink.get()
     if first is None:
-        await task
         return json_response(replies[0], _reply_status(replies[0]))
     return HTTPResponse(200, dict(SSE_HEADERS), stream=_stream(first, sink, task, replies))
 

@@ -741,6 +741,31 @@ def test_a_session_deleted_through_another_worker_cancels_the_questions_waiting_
     assert store.calls["pending_keys"] >= 1
 
 
+def test_close_ends_the_calls_waiting_for_answers_and_their_polling() -> None:
+    """``close()`` (a test's teardown, an orderly shutdown) exits the lifespan the tools run
+    under: the calls waiting for a client's answer end with it, as the SDK's session manager
+    ends its sessions' calls. Their questions are recorded as cancelled, a client resuming the
+    call hears "Request cancelled", and nothing polls the database for their answers any more
+    (it went on for the process's life, against a database the test may have dropped)."""
+    store = CountingStore()
+    point = endpoint(store, poll_interval=0.02, wait_detach_seconds=0.02)
+    session = initialize(point, {"elicitation": {}})
+    detached_question(point, session, 7)
+    assert wait_for(lambda: store.calls["answered_since"] > 0)
+    point.close()
+    ((row,),) = [list(store._elicitations.values())]
+    assert (row.status, row.detail) == ("cancelled", "The call was cancelled")
+    (final,) = [json.loads(event.message) for event in store._events if event.final]
+    assert final == {"jsonrpc": "2.0", "id": 7, "error": {"code": -32001, "message": "Request cancelled"}}
+    polls = store.calls["answered_since"]
+    time.sleep(0.3)  # 15 poll intervals
+    assert store.calls["answered_since"] == polls
+    # The endpoint serves on, its lifespan entered again.
+    status, body = call(point, "hello", {})
+    assert (status, body["result"]["resultType"]) == (200, "input_required"), body
+    point.close()
+
+
 # -- registration-time schema checks ---------------------------------------------------------
 
 

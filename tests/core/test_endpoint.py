@@ -628,6 +628,65 @@ def test_a_request_waiting_for_the_lifespan_is_answered_when_the_endpoint_closes
     assert json.loads(answered[0].body)["error"]["message"] == "Internal server error", answered[0].body
 
 
+def test_close_ends_a_streaming_call_with_an_error_the_client_can_read() -> None:
+    """``close()`` while a 2026-07-28 call streams (it reported progress and works on): the call
+    ends with the lifespan it runs under, and its stream with a JSON-RPC error, not a broken
+    response."""
+    server = MCPServer("Streaming")
+    working = threading.Event()
+
+    @server.tool()
+    async def long_report(ctx: Context) -> str:
+        await ctx.report_progress(1, 2, "half way")
+        working.set()
+        await anyio.sleep_forever()
+        return "never"
+
+    @server.tool()
+    def ping() -> str:
+        return "pong"
+
+    @server.tool()
+    async def long_silence() -> str:
+        working.set()
+        await anyio.sleep_forever()
+        return "never"
+
+    point = MCPEndpoint(server, MCPConfig(secret_keys=(SECRET,)), MemoryStore())
+    cancelled = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32001, "message": "Request cancelled"}}
+    meta = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+    streamed = point.handle(modern_call("long_report", {}, _meta={**meta, "progressToken": "p"}))
+    assert streamed.stream is not None
+    read: list[list[dict[str, Any]]] = []
+    reader = threading.Thread(target=lambda: read.append(events(point, streamed)), daemon=True)
+    reader.start()
+    assert working.wait(5)
+    point.close()
+    reader.join(10)
+    (seen,) = read
+    assert [event["data"].get("method") for event in seen] == ["notifications/progress", None]
+    assert seen[-1]["data"] == cancelled
+
+    # A call that has sent nothing yet gets the same error, as its JSON answer: the first
+    # request of a lifespan takes the SDK's path, the next ones the fast path.
+    for warm in (False, True):
+        if warm:
+            assert json.loads(point.handle(modern_call("ping", {})).body)["result"]["content"][0]["text"] == "pong"
+        working.clear()
+        answered: list[HTTPResponse] = []
+
+        def call_and_wait(answered: list[HTTPResponse] = answered) -> None:
+            answered.append(point.handle(modern_call("long_silence", {})))
+
+        waiting = threading.Thread(target=call_and_wait)
+        waiting.start()
+        assert working.wait(5)
+        point.close()
+        waiting.join(10)
+        (answer,) = answered
+        assert answer.stream is None and json.loads(answer.body) == cancelled, (warm, answer.body)
+
+
 class SlowSweep(MemoryStore):
     """A store whose expiry sweep takes a while (a busy database)."""
 
