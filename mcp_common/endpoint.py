@@ -47,6 +47,8 @@ T = TypeVar("T")
 
 CLOSE_TIMEOUT = 10.0
 """Seconds :meth:`MCPEndpoint.close` waits for the server's lifespan to exit."""
+DB_IDLE_SECONDS = 1.0
+"""After this long with no store call, the endpoint's database threads close their connections."""
 
 current_request: contextvars.ContextVar[HTTPRequest | None] = contextvars.ContextVar(
     "mcp_current_request", default=None
@@ -121,6 +123,8 @@ class MCPEndpoint:
         self._started: asyncio.Future[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._lifespan_task: asyncio.Task[None] | None = None
+        self._db_used = 0.0
+        self._idle_check: asyncio.TimerHandle | None = None
 
     def close(self) -> None:
         """Exit the server's lifespan in this process (it is entered again on the next request).
@@ -169,6 +173,7 @@ class MCPEndpoint:
                     )
                     self._started = None
                     self._tasks = set()
+                    self._idle_check = None  # the parent's, on a loop not running here
                     self.legacy = LegacyProtocol(self)
                     self._pid = os.getpid()
 
@@ -241,7 +246,45 @@ class MCPEndpoint:
     async def db(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a blocking store call on the endpoint's database threads."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, functools.partial(fn, *args))
+        self._db_used = time.monotonic()
+        try:
+            return await loop.run_in_executor(self._executor, functools.partial(fn, *args))
+        finally:
+            self._db_used = time.monotonic()
+            if self._idle_check is None:
+                self._idle_check = loop.call_later(DB_IDLE_SECONDS, self._close_idle_connections)
+
+    def _close_idle_connections(self) -> None:
+        """On the loop: once no store call ran for :data:`DB_IDLE_SECONDS`, each database
+        thread closes the connections it holds (``store.close_thread_connections``). Else an
+        idle endpoint holds them for the process's life, where nothing else closes them (a
+        test database on PostgreSQL cannot be dropped while they are open); under load the
+        threads keep theirs."""
+        self._idle_check = None
+        idle_for = time.monotonic() - self._db_used
+        if idle_for < DB_IDLE_SECONDS:
+            wait = DB_IDLE_SECONDS - idle_for
+            self._idle_check = asyncio.get_running_loop().call_later(wait, self._close_idle_connections)
+            return
+        executor = self._executor
+        threads = len(getattr(executor, "_threads", ()))
+        close = getattr(self.store, "close_thread_connections", None)  # a store of an older release
+        if executor is None or not threads or close is None:
+            return
+        # One task per thread, all held at a barrier until each thread has one: no thread
+        # takes two, so every thread closes its own.
+        barrier = threading.Barrier(threads)
+
+        def close_mine() -> None:
+            try:
+                barrier.wait(DB_IDLE_SECONDS)
+            except threading.BrokenBarrierError:
+                return  # a thread was busy (a long call): the next idle second closes them
+            close()
+
+        with contextlib.suppress(RuntimeError):  # the executor is shut down: so are its threads
+            for _ in range(threads):
+                executor.submit(close_mine)
 
     async def _db_to_the_end(self, fn: Callable[..., T], *args: Any) -> T:
         """:meth:`db`, which, cancelled, still waits for the call: its thread goes on with it

@@ -698,6 +698,11 @@ class SessionStore(Protocol):
         """When the worker last beat (``None``: never, or forgotten)."""
         ...
 
+    def close_thread_connections(self) -> None:
+        """Close the database connections the calling thread holds (called on each of the
+        endpoint's database threads once it has been idle); the next call opens them again."""
+        ...
+
     def process_private(self) -> bool:
         """Whether the database lives in this process only (in memory), so that no other worker
         reads this one's heartbeat: the endpoint then does not write it.
@@ -950,6 +955,9 @@ class MemoryStore:
 
     def worker_seen(self, worker_id: str) -> float | None:
         return self._workers.get(worker_id)
+
+    def close_thread_connections(self) -> None:
+        pass  # no connections
 
     def process_private(self) -> bool:
         return True

@@ -531,6 +531,11 @@ class DjangoStore:
 
     # -- workers -----------------------------------------------------------------------------
 
+    def close_thread_connections(self) -> None:
+        # Django keeps a connection per thread and alias, which only a request's own thread
+        # has closed for it (request_finished).
+        connections.close_all()
+
     def process_private(self) -> bool:
         # Django's test database on SQLite is in memory.
         connection = connections[_alias()]

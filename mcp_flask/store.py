@@ -1006,6 +1006,9 @@ class SQLAlchemyStore:
             beat = s.scalar(select(MCPWorker.last_beat).where(MCPWorker.worker_id == worker_id))
             return beat.timestamp() if beat is not None else None
 
+    def close_thread_connections(self) -> None:
+        pass  # every call returns its connection to the engine's pool, which keeps it
+
     def process_private(self) -> bool:
         return self._sqlite and _is_memory_sqlite(self.engine.url)
 

@@ -687,6 +687,46 @@ def test_close_ends_a_streaming_call_with_an_error_the_client_can_read() -> None
         assert answer.stream is None and json.loads(answer.body) == cancelled, (warm, answer.body)
 
 
+class ThreadClosing(MemoryStore):
+    """Records which threads closed their connections, and what ran on them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closed: list[str] = []
+        self.ran_on: set[str] = set()
+
+    def close_thread_connections(self) -> None:
+        self.closed.append(threading.current_thread().name)
+
+    def expire_elicitations(self, now: float) -> int:
+        self.ran_on.add(threading.current_thread().name)
+        return super().expire_elicitations(now)
+
+
+def test_an_idle_endpoint_has_each_database_thread_close_its_connections() -> None:
+    """The endpoint's database threads hold connections nothing else closes (Django's request
+    signals never reach them): after a second with no store call, each closes its own, once;
+    a busy endpoint's keep theirs."""
+    store = ThreadClosing()
+    point = MCPEndpoint(build_server(), MCPConfig(secret_keys=(SECRET,), heartbeat_interval=0.05), store)
+    try:
+        assert point.handle(modern_call("steps", {})).status == 200
+        time.sleep(0.8)  # heartbeats every 50 ms: never idle
+        assert store.closed == []
+        point.close()  # no more heartbeats
+        deadline = time.monotonic() + 5
+        while not store.closed and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        threads = {thread.name for thread in point._executor._threads}
+        assert store.ran_on <= threads
+        assert sorted(store.closed) == sorted(threads)  # each thread, once
+        time.sleep(1.2)
+        assert len(store.closed) == len(threads)  # idle since: nothing more to close
+    finally:
+        point.close()
+
+
 class SlowSweep(MemoryStore):
     """A store whose expiry sweep takes a while (a busy database)."""
 

@@ -5,6 +5,7 @@ database: several threads at once (on SQLite, Django's test database is in memor
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -52,6 +53,41 @@ def test_threads_share_the_test_database() -> None:
     there a store read that met another thread's write failed at once ("database table is
     locked"), and a test serving two requests at once failed at random."""
     check_threads_share_an_in_memory_database(DjangoStore(), thread_done=connections.close_all)
+
+
+def _other_sessions() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return int(cursor.fetchone()[0])
+
+
+@pytest.mark.postgres
+def test_an_idle_endpoint_holds_no_connection_so_the_test_database_can_be_dropped() -> None:
+    """A project's test posts to its MCP endpoint once, on PostgreSQL: the endpoint's database
+    threads (its heartbeat, a legacy session's writes) opened connections of their own, which
+    Django's request signals never reach. Kept open, the test run ended with "database
+    test_... is being accessed by other users" when the test database was dropped. They are
+    closed once the endpoint has been idle for a second; the next request opens them again."""
+    from django.test import Client
+
+    from mcp_django.registry import get_endpoint
+    from tests.django.test_django_asgi import ACCEPT, LEGACY_INIT
+
+    _needs_postgresql()
+    client = Client(HTTP_ACCEPT=ACCEPT)
+    endpoint = get_endpoint(None)
+    try:
+        for _ in range(2):
+            answer = client.post("/mcp", LEGACY_INIT, content_type="application/json")
+            assert answer.status_code == 200, answer.content
+            deadline = time.monotonic() + 4  # PostgreSQL waits 5 s for them before refusing
+            while _other_sessions() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert _other_sessions() == 0
+    finally:
+        endpoint.close()
 
 
 @pytest.mark.postgres
