@@ -43,6 +43,7 @@ from mcp_common import _sdk
 from mcp_common.jsonrpc import dumps
 from mcp_common.store import (
     GET_STREAM,
+    MAX_ELICITATION_ID,
     REFUSED_DETAIL,
     ElicitationRecord,
     SessionStore,
@@ -79,6 +80,16 @@ class UrlConsent(BaseModel):
 
 
 @functools.lru_cache(maxsize=1024)
+def check_elicitation_id(elicitation_id: str) -> None:
+    """Raise ``ValueError`` for an elicitation id no question's row can keep (the tool's error,
+    raised where it asks, the same on every database)."""
+    if len(elicitation_id) > MAX_ELICITATION_ID:
+        raise ValueError(
+            f"elicitation_id is {len(elicitation_id)} characters long, longer than {MAX_ELICITATION_ID} "
+            "characters (what the database keeps to complete it by): use a shorter id, e.g. a digest"
+        )
+
+
 def _consent_model(url: str, elicitation_id: str) -> type[UrlConsent]:
     return create_model(
         "UrlConsent",
@@ -109,6 +120,7 @@ class ElicitUrl(Elicit[UrlConsent]):
     """
 
     def __init__(self, message: str, url: str, elicitation_id: str) -> None:
+        check_elicitation_id(elicitation_id)
         super().__init__(message, _consent_model(url, elicitation_id))
         self.url = url
         self.elicitation_id = elicitation_id
@@ -213,6 +225,8 @@ def new_record(
     now = time.time()
     url_mode = params.get("mode") == "url"
     schema = params.get("requestedSchema")
+    if url_mode and params.get("elicitationId"):
+        check_elicitation_id(str(params["elicitationId"]))  # ctx.elicit_url's, or a 2026 answer's
     return ElicitationRecord(
         id=new_row_id(),
         server_name=server_name,

@@ -202,6 +202,8 @@ def leave_stream_turn(cursor: Any, name: str) -> None:
 
 MAX_CALL_ID = 255
 """Characters a question's row keeps of its asking call's JSON-RPC id, as JSON (``call_id``)."""
+MAX_ELICITATION_ID = 255
+"""Characters a question's row keeps of a URL question's ``elicitationId``."""
 
 
 def storable(text: str) -> bool:

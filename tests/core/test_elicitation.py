@@ -499,6 +499,40 @@ def test_url_resolver_on_the_legacy_wire(action: str, text: str | None) -> None:
     assert row.status == ("accepted" if action == "accept" else "declined")
 
 
+LONG_BOOKING = "b" * 260  # dep-<it>: an elicitation id longer than the 255 characters a row keeps
+
+
+def test_an_elicitation_id_longer_than_a_row_keeps_is_the_tools_error_on_every_database(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A row keeps a URL question's elicitation id (completion finds it by that) in 255
+    characters. A longer one failed only on PostgreSQL and MySQL, as a 500 or as the driver's
+    error (SQLite keeps any length): now it is the tool's error everywhere (the SDK's "Error
+    executing tool" for the client; the reason in the server's log), on both wires, before
+    anything is stored or asked."""
+    store = MemoryStore()
+    point = endpoint(store)
+    status, body = call(point, "hold", {"booking_id": LONG_BOOKING}, capabilities=FORM_AND_URL)
+    assert status == 200, body
+    assert body["result"]["isError"] is True, body
+    assert body["result"]["content"][0]["text"] == "Error executing tool hold", body
+
+    session = initialize(point, {"elicitation": {"form": {}, "url": {}}})
+    for tool in ("hold", "pay"):  # a resolver's ElicitUrl, ctx.elicit_url
+        seen = follow(point, session, legacy_call(point, session, tool, {"booking_id": LONG_BOOKING}))
+        assert [message.get("method") for message in seen] == [None], seen  # nothing asked
+        assert seen[-1]["result"]["isError"] is True, seen
+        assert seen[-1]["result"]["content"][0]["text"] == f"Error executing tool {tool}", seen
+    assert store._elicitations == {} and store._states == {}
+    reasons = [
+        r
+        for r in caplog.records
+        if r.exc_info and "longer than 255 characters" in str(r.exc_info[1].__cause__ or r.exc_info[1])
+    ]
+    assert len(reasons) == 3, [r.getMessage() for r in caplog.records]
+    point.close()
+
+
 def get_stream_messages(point: MCPEndpoint, session: str) -> list[dict[str, Any]]:
     response = point.handle(request("GET", mcp_session_id=session, mcp_protocol_version="2025-11-25"))
     return [e["data"] for e in events(point, response) if e["data"]]
