@@ -101,11 +101,14 @@ if [ "$#" -eq 0 ] && [ -n "${MCP_TEST_MARIADB:-}" ]; then
     "$VENV/bin/python" -m pytest tests/django/test_django_elicitation.py tests/django/test_django_store.py
 fi
 
-# -- Django 6 needs Python >= 3.12: run the Django tests there too, when this machine has one ---
+# -- Django 6 needs Python >= 3.12: run the core, Django and Flask tests on the newest Python this
+# -- machine has (3.11 runs above), with Django 6 -------------------------------------------------
 PY312=${PY312:-}
 if [ -z "$PY312" ]; then
-  # pyenv's shim named python3.12 exists but fails when 3.12 is not selected: test each candidate.
-  for candidate in /root/.pyenv/versions/3.1[2-9]*/bin/python3 "$(command -v python3.12 || true)"; do
+  # pyenv's shim named python3.12 exists but fails when 3.12 is not selected: test each candidate,
+  # the newest first.
+  for candidate in $(ls -d /root/.pyenv/versions/3.1[2-9]*/bin/python3 2>/dev/null | sort -rV) \
+      "$(command -v python3.13 || true)" "$(command -v python3.12 || true)"; do
     if [ -n "$candidate" ] && "$candidate" -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then
       PY312=$candidate
       break
@@ -119,7 +122,9 @@ if [ -n "$PY312" ] && [ "$#" -eq 0 ]; then
     "$PY312" -m venv "$VENV6"
   fi
   "$VENV6/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-  "$VENV6/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev]' 'Django>=6.0,<6.2'
+  "$VENV6/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[dev${MCP_TEST_MARIADB:+,mysql}]" 'Django>=6.0,<6.2'
   log "running the Django tests on $("$VENV6/bin/python" -c 'import django, sys; print(f"Python {sys.version.split()[0]}, Django {django.__version__}")')"
   "$VENV6/bin/python" -m pytest -m "not conformance" -k "django or core" tests/core tests/django tests/protocol
+  log "running the Flask tests on $("$VENV6/bin/python" -c 'import sys; print(f"Python {sys.version.split()[0]}")')"
+  "$VENV6/bin/python" -m pytest tests/flask
 fi

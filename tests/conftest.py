@@ -23,21 +23,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-
-def pytest_configure(config: pytest.Config) -> None:
-    if sys.version_info >= (3, 13):
-        # Python 3.13 warns when a sqlite3 connection is collected unclosed; earlier versions
-        # say nothing, so the suite's "error" filter makes these failures on 3.13 alone. They
-        # come from database threads a test drops with their connections open: Django's, for
-        # the ORM used from asgiref's and an endpoint's executor threads, which Django leaves
-        # to whoever ends the thread. Served endpoints keep those threads for the process's
-        # life. Not errors here, as on 3.11 and 3.12; psycopg's own warning stays one.
-        config.addinivalue_line("filterwarnings", "ignore:unclosed database in <sqlite3.Connection:ResourceWarning")
-        config.addinivalue_line(
-            "filterwarnings", "ignore:Exception ignored in. <sqlite3.Connection:pytest.PytestUnraisableExceptionWarning"
-        )
-
-
 ROOT = Path(__file__).resolve().parent.parent
 POSTGRES_ADMIN_URL = os.environ.get("MCP_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 
