@@ -158,6 +158,34 @@ class MCPEndpoint:
         with contextlib.suppress(concurrent.futures.TimeoutError):
             asyncio.run_coroutine_threadsafe(exited(), loop).result(CLOSE_TIMEOUT)
 
+    def shutdown(self) -> None:
+        """:meth:`close`, then end the endpoint's database threads, each closing its connections
+        first (``store.close_thread_connections``). For an endpoint being dropped (a settings
+        change in a test, an app's teardown): its idle threads would otherwise live as long as
+        the process. A request after it starts new ones."""
+        self.close()
+        with self._lock:
+            executor, self._executor = self._executor, None
+            self._pid = None  # the next request builds the process-local machinery again
+        threads = len(getattr(executor, "_threads", ()))
+        if executor is None:
+            return
+        close = getattr(self.store, "close_thread_connections", None)
+        if threads and close is not None:
+            # One task per thread, held at a barrier until each thread has one: every thread
+            # closes its own connections (a database thread's are its own).
+            barrier = threading.Barrier(threads)
+
+            def close_mine() -> None:
+                with contextlib.suppress(threading.BrokenBarrierError):
+                    barrier.wait(CLOSE_TIMEOUT)
+                close()
+
+            with contextlib.suppress(RuntimeError):  # already shut down
+                for _ in range(threads):
+                    executor.submit(close_mine)
+        executor.shutdown(wait=True)
+
     # -- process-local machinery, rebuilt in a forked worker ---------------------------------
 
     @property

@@ -62,6 +62,12 @@ def get_endpoint(server: Any) -> MCPEndpoint:
 
 
 def reset_endpoints() -> None:
+    """Forget the endpoints (the ``MCP`` setting changed: the next request builds them anew), and
+    shut them down: else each one's lifespan, heartbeat and database threads live on, unused,
+    for the process's life (a test suite changing ``MCP`` per test would pile them up)."""
     with _lock:
+        dropped = list(_endpoints.values())
         _endpoints.clear()
         _by_reference.clear()
+    for endpoint in dropped:
+        endpoint.shutdown()

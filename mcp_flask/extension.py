@@ -77,12 +77,13 @@ class MCPState:
         return self.extension.principal_loader()
 
     def close(self) -> None:
-        """Exit the servers' lifespans in this process and close the database connections.
+        """Exit the servers' lifespans in this process, end the endpoints' database threads and
+        close the database connections.
 
         For tests and orderly shutdowns; a request after it starts the lifespans again.
         """
         for endpoint in self.endpoints.values():
-            endpoint.close()
+            endpoint.shutdown()
         self.engine.dispose()
 
 

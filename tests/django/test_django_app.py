@@ -369,3 +369,31 @@ def test_a_thread_that_only_reuses_the_request_threads_id_still_gets_the_request
     other.start()
     other.join()
     assert seen == ["/shop/"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_endpoint_a_settings_change_drops_is_closed_with_its_threads() -> None:
+    """A project's tests change ``MCP`` with ``override_settings``: each change (entering and
+    leaving) builds the endpoints anew. The dropped ones kept their lifespan, heartbeat and
+    database threads for the process's life: three threads more per test, and heartbeats of
+    endpoints nothing serves. They are closed as they are dropped."""
+    import threading
+
+    from mcp_django.registry import get_endpoint
+
+    before = set(threading.enumerate())
+
+    def ours() -> list[str]:
+        return [t.name for t in threading.enumerate() if t not in before and t.name.startswith("mcp-db")]
+
+    dropped = []
+    for _ in range(3):
+        with override_settings(MCP={"SERVER": "example_project.servers.demo.mcp", "JSON_RESPONSE": True}):
+            response = Client().post("/mcp", json.dumps(LEGACY_INIT), content_type="application/json", **HEADERS)
+            assert response.status_code == 200, response.content
+            assert ours()
+            dropped.append(get_endpoint(None))
+        assert ours() == []
+    assert all(endpoint._lifespan_task is None for endpoint in dropped)
+    response = Client().post("/mcp", json.dumps(LEGACY_INIT), content_type="application/json", **HEADERS)
+    assert response.status_code == 200, response.content

@@ -804,3 +804,26 @@ def test_the_servers_lifespan_has_the_app_and_no_request(make_app: Callable[...,
     finally:
         get_state(app).close()
     assert seen == {"app": "the-app", "request": False}
+
+
+def test_close_ends_the_database_threads_of_each_apps_endpoints(make_app: Callable[..., Flask]) -> None:
+    """A test suite's app factory builds an app per test and closes it in teardown
+    (``MCPState.close()``): each app's endpoints had started database threads of their own,
+    which stayed alive, idle, for the process's life: a thread more per app and test. They
+    end with ``close()``; a request after it starts them again."""
+    before = set(threading.enumerate())
+
+    def ours() -> list[str]:
+        return [t.name for t in threading.enumerate() if t not in before and t.name.startswith("mcp-db")]
+
+    for _ in range(3):
+        app = make_app()
+        MCP(app, server=server)
+        MCP.migrate(app)
+        assert _initialize(app.test_client()).status_code == 200
+        assert ours()
+        get_state(app).close()
+        assert ours() == []
+    assert _initialize(app.test_client()).status_code == 200  # served after close(), as before
+    get_state(app).close()
+    assert ours() == []
