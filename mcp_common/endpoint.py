@@ -56,6 +56,27 @@ current_request: contextvars.ContextVar[HTTPRequest | None] = contextvars.Contex
 """The HTTP request being served; tools and resolvers can read the caller's principal from it."""
 
 
+def _on_each_thread(executor: concurrent.futures.ThreadPoolExecutor, fn: Callable[[], Any], timeout: float) -> None:
+    """Have each of ``executor``'s threads run ``fn`` once (a thread's database connections are
+    its own to close): one task per thread, all held at a barrier until each thread has one, so
+    that none takes two. When a thread stays busy past ``timeout`` none of them runs it."""
+    threads = len(getattr(executor, "_threads", ()))
+    if not threads:
+        return
+    barrier = threading.Barrier(threads)
+
+    def run() -> None:
+        try:
+            barrier.wait(timeout)
+        except threading.BrokenBarrierError:
+            return
+        fn()
+
+    with contextlib.suppress(RuntimeError):  # shut down already: so are its threads
+        for _ in range(threads):
+            executor.submit(run)
+
+
 def _denied_now() -> frozenset[str] | None:
     """The tools the request being served may not use (``None``: no such tool)."""
     request = current_request.get()
@@ -167,23 +188,11 @@ class MCPEndpoint:
         with self._lock:
             executor, self._executor = self._executor, None
             self._pid = None  # the next request builds the process-local machinery again
-        threads = len(getattr(executor, "_threads", ()))
         if executor is None:
             return
         close = getattr(self.store, "close_thread_connections", None)
-        if threads and close is not None:
-            # One task per thread, held at a barrier until each thread has one: every thread
-            # closes its own connections (a database thread's are its own).
-            barrier = threading.Barrier(threads)
-
-            def close_mine() -> None:
-                with contextlib.suppress(threading.BrokenBarrierError):
-                    barrier.wait(CLOSE_TIMEOUT)
-                close()
-
-            with contextlib.suppress(RuntimeError):  # already shut down
-                for _ in range(threads):
-                    executor.submit(close_mine)
+        if close is not None:
+            _on_each_thread(executor, close, CLOSE_TIMEOUT)
         executor.shutdown(wait=True)
 
     # -- process-local machinery, rebuilt in a forked worker ---------------------------------
@@ -294,25 +303,10 @@ class MCPEndpoint:
             wait = DB_IDLE_SECONDS - idle_for
             self._idle_check = asyncio.get_running_loop().call_later(wait, self._close_idle_connections)
             return
-        executor = self._executor
-        threads = len(getattr(executor, "_threads", ()))
         close = getattr(self.store, "close_thread_connections", None)  # a store of an older release
-        if executor is None or not threads or close is None:
-            return
-        # One task per thread, all held at a barrier until each thread has one: no thread
-        # takes two, so every thread closes its own.
-        barrier = threading.Barrier(threads)
-
-        def close_mine() -> None:
-            try:
-                barrier.wait(DB_IDLE_SECONDS)
-            except threading.BrokenBarrierError:
-                return  # a thread was busy (a long call): the next idle second closes them
-            close()
-
-        with contextlib.suppress(RuntimeError):  # the executor is shut down: so are its threads
-            for _ in range(threads):
-                executor.submit(close_mine)
+        if self._executor is not None and close is not None:
+            # A thread busy for a long call: the next idle second closes them.
+            _on_each_thread(self._executor, close, DB_IDLE_SECONDS)
 
     async def _db_to_the_end(self, fn: Callable[..., T], *args: Any) -> T:
         """:meth:`db`, which, cancelled, still waits for the call: its thread goes on with it
@@ -392,6 +386,12 @@ class MCPEndpoint:
         self._process_check()
         request.blocking = True
         request.endpoint = self
+        started = self._started
+        if started is None or not started.done():
+            # The lifespan first, so that the process's first call takes the fast path like every
+            # later one (a sync tool runs here, on the request's thread and its connection). A
+            # lifespan that fails is this request's 500; the next one enters it again.
+            self.runner.run(self._ensure_started())
         fast = self.fast.handle_sync(request)
         if fast is not None:
             return fast

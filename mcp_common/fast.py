@@ -161,7 +161,7 @@ class FastPath:
             return None
         started = self.endpoint._started
         if started is None or not started.done() or started.exception() is not None:
-            return None  # the lifespan is entered on the full path first
+            return None  # the lifespan not entered yet (a WSGI request enters it first; ASGI: the full path)
         headers = request.headers
         if check_request(self.endpoint.config, headers, len(request.body), request.secure) is not None:
             return None

@@ -687,6 +687,28 @@ def test_close_ends_a_streaming_call_with_an_error_the_client_can_read() -> None
         assert answer.stream is None and json.loads(answer.body) == cancelled, (warm, answer.body)
 
 
+def test_the_first_call_of_a_sync_tool_runs_on_the_callers_thread_as_every_later_one() -> None:
+    """A WSGI request's sync tool runs on the request's own thread (with its database
+    connection: a Django ``TestCase``'s uncommitted rows are visible there), from the very first
+    request of the process on, not on another thread for that one only."""
+    server = MCPServer("Threads")
+    seen: list[threading.Thread] = []
+
+    @server.tool()
+    def where() -> str:
+        seen.append(threading.current_thread())
+        return "here"
+
+    point = MCPEndpoint(server, MCPConfig(secret_keys=(SECRET,)), MemoryStore())
+    try:
+        for _ in range(2):
+            answer = point.handle(modern_call("where", {}))
+            assert json.loads(answer.body)["result"]["content"][0]["text"] == "here", answer.body
+        assert seen == [threading.current_thread()] * 2
+    finally:
+        point.close()
+
+
 class ThreadClosing(MemoryStore):
     """Records which threads closed their connections, and what ran on them."""
 

@@ -139,7 +139,7 @@ INVALID = [("add", {"a": "seven"}), ("add", {}), ("total", {"items": "not json"}
 @pytest.fixture(scope="module")
 def point() -> MCPEndpoint:
     endpoint = MCPEndpoint(build_server(), MCPConfig(secret_keys=(SECRET,)), MemoryStore())
-    # The first request enters the server's lifespan (always on the full path).
+    # The first request enters the server's lifespan (the fast path needs it entered).
     endpoint.handle(modern_call("add", {"a": 0}))
     return endpoint
 

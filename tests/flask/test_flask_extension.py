@@ -544,7 +544,7 @@ def test_tools_run_in_the_app_context(make_app: Callable[..., Flask], fast_confi
     MCP.migrate(app)
     client = app.test_client()
     endpoint = get_state(app).endpoints["/mcp"]
-    # The fast path serves both (after the first request has entered the server's lifespan).
+    # The fast path serves both, from the first request on (it enters the server's lifespan first).
     assert endpoint.fast.enabled
     served_fast: list[str] = []
     original = endpoint.fast._respond
@@ -576,7 +576,7 @@ def test_tools_run_in_the_app_context(make_app: Callable[..., Flask], fast_confi
         result = json.loads(response.get_data(as_text=True))["result"]
         assert result["content"][0]["text"] == expected, result
     assert seen == [app.name, app.name]
-    assert served_fast == ["app_name_async", "app_name", "app_name_async"]
+    assert served_fast == ["app_name", "app_name_async", "app_name", "app_name_async"]
 
 
 # -- commands ----------------------------------------------------------------------------------
