@@ -1026,8 +1026,9 @@ def database_url(uri: str | URL) -> URL:
 
 
 def _is_memory_sqlite(url: URL) -> bool:
+    # SQLite's URI names of one: file::memory:?cache=shared, file:name?mode=memory.
     database = url.database or ""
-    return database in ("", ":memory:") or url.query.get("mode") == "memory"
+    return database in ("", ":memory:") or database.startswith("file::memory:") or url.query.get("mode") == "memory"
 
 
 def make_engine(uri: str | URL, options: Mapping[str, Any] | None = None) -> Engine:

@@ -234,7 +234,14 @@ def test_in_memory_sqlite_is_one_shared_connection() -> None:
     engine.dispose()
 
 
-@pytest.mark.parametrize("uri", ["sqlite://", "sqlite:///file:shop?mode=memory&cache=shared&uri=true"])
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "sqlite://",
+        "sqlite:///file:shop?mode=memory&cache=shared&uri=true",
+        "sqlite:///file::memory:?cache=shared&uri=true",
+    ],
+)
 def test_threads_share_an_in_memory_database(uri: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The one connection (or the shared cache) serves one store call at a time: without
     that, one thread's statement lands in another's transaction ("cannot commit - no
