@@ -78,7 +78,8 @@ def _sqlite_lock(_store: Any) -> SQLiteWriteLock | None:
     name = str(connection.settings_dict["NAME"])
     lock = _SQLITE_LOCKS.get(name)
     if lock is None:
-        lock = _SQLITE_LOCKS.setdefault(name, SQLiteWriteLock(name, in_memory=connection.is_in_memory_db()))
+        # In memory by SQLite's rules: Django's is_in_memory_db() misses file::memory:?cache=shared.
+        lock = _SQLITE_LOCKS.setdefault(name, SQLiteWriteLock(name))
     return lock
 
 

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
-from django.db import IntegrityError, connection, connections
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections
+from django.db.utils import ConnectionHandler
 
 from mcp_common.store import stream_turn_name
 from mcp_django.models import MCPEvent
@@ -53,6 +55,26 @@ def test_threads_share_the_test_database() -> None:
     there a store read that met another thread's write failed at once ("database table is
     locked"), and a test serving two requests at once failed at random."""
     check_threads_share_an_in_memory_database(DjangoStore(), thread_done=connections.close_all)
+
+
+@pytest.mark.parametrize("name", ["file::memory:?cache=shared", "file:shop?mode=memory&cache=shared", ":memory:"])
+def test_a_database_named_in_memory_has_its_reads_take_turns_and_no_lock_file(
+    name: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every name SQLite gives an in-memory database (Django opens NAME as a URI): the store's
+    reads take turns with its writes there (see test_threads_share_the_test_database), and no
+    lock file named after it appears in the working directory."""
+    import mcp_django.store
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(mcp_django.store, "_SQLITE_LOCKS", {})
+    handler = ConnectionHandler({DEFAULT_DB_ALIAS: {"ENGINE": "django.db.backends.sqlite3", "NAME": name}})
+    monkeypatch.setattr(mcp_django.store, "connections", handler)
+    lock = mcp_django.store._sqlite_lock(DjangoStore())
+    assert lock is not None and lock.in_memory
+    with lock:
+        pass
+    assert list(tmp_path.iterdir()) == []
 
 
 def _other_sessions() -> int:
