@@ -20,11 +20,12 @@ POST with a token kept in Flask's session (the app needs a ``SECRET_KEY``).
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from flask import (
@@ -164,10 +165,17 @@ def admin_blueprint(permission: Permission, *, name: str = "mcp_admin") -> Bluep
     return blueprint
 
 
-def _engine() -> Any:
+@contextlib.contextmanager
+def _session() -> Iterator[Session]:
+    """A session on the store's database. On one in memory (one connection that every thread
+    shares) its reads take their turn with the store's calls: run inside another thread's
+    write, their end would roll that write back (see mcp_common.store.serial_writes)."""
     from mcp_flask.extension import get_state
 
-    return get_state().engine
+    store = get_state().store
+    lock = store._write_lock
+    with lock if lock is not None and lock.in_memory else contextlib.nullcontext(), Session(store.engine) as s:
+        yield s
 
 
 def _page(**body: Any) -> str:
@@ -211,7 +219,7 @@ def _index() -> str:
                 )
             )
         )
-    with Session(_engine()) as s:
+    with _session() as s:
         total = s.scalar(select(func.count()).select_from(MCPElicitation).where(*conditions)) or 0
         # Past the end (a hand-edited URL): the last page, and an OFFSET the database accepts.
         pages = max(1, -(-total // PAGE_SIZE))
@@ -261,7 +269,7 @@ def _pretty(value: str | None) -> str:
 def _row(record_id: str) -> MCPElicitation | None:
     if "\x00" in record_id:  # no such id (PostgreSQL's driver refuses to look one up)
         return None
-    with Session(_engine()) as s:
+    with _session() as s:
         return s.get(MCPElicitation, record_id)
 
 

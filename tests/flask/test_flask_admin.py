@@ -4,6 +4,7 @@ questions tools asked, and complete URL-mode elicitations; nobody else gets in."
 from __future__ import annotations
 
 import re
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 from flask import Flask, redirect
 from mcp.server import MCPServer
+from sqlalchemy import event
 
 from mcp_common.elicitation import new_record
 from mcp_common.store import GET_STREAM, RequestStateRecord, SessionRecord
@@ -318,3 +320,53 @@ def test_a_nul_in_the_search_or_the_address_is_not_a_500(
         assert client.post("/mcp-admin/a%00/complete", data={"token": "t"}).status_code == 404
     finally:
         get_state(app).close()  # the heartbeat too: it would outlive the test on a disposed engine
+
+
+def test_the_panel_on_an_in_memory_database_waits_for_the_stores_write(make_app: Callable[..., Flask]) -> None:
+    """An app's tests on ``sqlite://`` (one connection shared by every thread): a page of the
+    panel read while a store call was writing on another thread (the heartbeat, a call being
+    served) ran inside that call's transaction, and its end rolled the call's write back: the
+    event a client waits for was lost without an error. The panel's reads take their turn."""
+    app = make_app(MCP_DATABASE_URI="sqlite://")
+    MCP(app, server=MCPServer("Shop"))
+    migrate(app)
+    app.register_blueprint(admin_blueprint(lambda: True), url_prefix="/mcp-admin")
+    state = get_state(app)
+    store = state.store
+    now = time.time()
+    session = SessionRecord(uuid.uuid4().hex, "2025-11-25", "{}", None, "Shop", now, now)
+    store.create_session(session)
+    writer = threading.current_thread()
+    written, go = threading.Event(), threading.Event()
+
+    def pause_after_the_insert(*args: Any) -> None:
+        if threading.current_thread() is writer and "INSERT INTO mcp_event" in args[2]:
+            written.set()
+            assert go.wait(10)
+
+    event.listen(state.engine, "after_cursor_execute", pause_after_the_insert)
+    pages: list[int] = []
+
+    def read_the_panel() -> None:
+        assert written.wait(10)
+        pages.append(app.test_client().get("/mcp-admin/").status_code)
+
+    reader = threading.Thread(target=read_the_panel)
+
+    def write() -> None:
+        store.append_event(session.session_id, GET_STREAM, '{"jsonrpc": "2.0", "method": "ping"}')
+
+    writer = threading.Thread(target=write)
+    reader.start()
+    writer.start()
+    assert written.wait(10)
+    time.sleep(0.3)  # the page is read now, or waits for the write
+    go.set()
+    writer.join(10)
+    reader.join(10)
+    event.remove(state.engine, "after_cursor_execute", pause_after_the_insert)
+    assert pages == [200]
+    assert [e.message for e in store.events_after(session.session_id, GET_STREAM, 0)] == [
+        '{"jsonrpc": "2.0", "method": "ping"}'
+    ]
+    state.close()
