@@ -617,8 +617,16 @@ class LegacyProtocol:
         )
         headers = {"Mcp-Session-Id": session.session_id}
         if stream is None:
+            # A task of its own, which close() ends with the other calls in flight.
+            call = asyncio.ensure_future(run)
+            self.endpoint.track(call)
             try:
-                reply: dict[str, Any] = {"jsonrpc": "2.0", "id": message.id, "result": await run}
+                reply: dict[str, Any] = {"jsonrpc": "2.0", "id": message.id, "result": await call}
+            except asyncio.CancelledError:
+                this = asyncio.current_task()
+                if this is not None and this.cancelling():
+                    raise  # this request is cancelled (its ASGI client went away), the call with it
+                reply = _error_reply(message.id, request_cancelled())
             except Exception as exc:
                 reply = _error_reply(message.id, exc)
             return json_response(reply, headers=headers)

@@ -687,6 +687,38 @@ def test_close_ends_a_streaming_call_with_an_error_the_client_can_read() -> None
         assert answer.stream is None and json.loads(answer.body) == cancelled, (warm, answer.body)
 
 
+def test_close_ends_a_legacy_call_answered_as_json() -> None:
+    """A legacy session on an endpoint that answers JSON (``json_response``), its call on the
+    SDK's path (the tool takes the context): ``close()`` ends it as it ends the others, with
+    "Request cancelled". It ran on under no lifespan, its request waiting for ever."""
+    server = MCPServer("Json")
+    working = threading.Event()
+
+    @server.tool()
+    async def long_job(ctx: Context) -> str:
+        working.set()
+        await anyio.sleep_forever()
+        return "never"
+
+    point = MCPEndpoint(server, MCPConfig(secret_keys=(SECRET,), json_response=True), MemoryStore())
+    session = initialize(point)
+    answered: list[HTTPResponse] = []
+    body = {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "long_job", "arguments": {}}}
+    waiting = threading.Thread(target=lambda: answered.append(point.handle(legacy(session, body))), daemon=True)
+    waiting.start()
+    assert working.wait(5)
+    point.close()
+    waiting.join(10)
+    assert answered, "the call outlived close()"
+    (answer,) = answered
+    assert answer.status == 200 and answer.stream is None, answer.body
+    assert json.loads(answer.body) == {
+        "jsonrpc": "2.0",
+        "id": 4,
+        "error": {"code": -32001, "message": "Request cancelled"},
+    }
+
+
 def test_the_first_call_of_a_sync_tool_runs_on_the_callers_thread_as_every_later_one() -> None:
     """A WSGI request's sync tool runs on the request's own thread (with its database
     connection: a Django ``TestCase``'s uncommitted rows are visible there), from the very first
