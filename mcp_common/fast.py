@@ -58,7 +58,7 @@ from pydantic import ValidationError
 
 from mcp_common import _sdk
 from mcp_common.http import HTTPRequest, HTTPResponse
-from mcp_common.jsonrpc import JSON, accepts, dumps, is_json_content, json_response, request_cancelled
+from mcp_common.jsonrpc import JSON, accepts, dumps, is_json_content, json_response
 from mcp_common.security import check_request
 
 if TYPE_CHECKING:
@@ -496,7 +496,9 @@ class FastPath:
             with self.endpoint.tool_context():
                 return self._convert(tool, await tool.fn(**validated))
         except asyncio.CancelledError:
-            return request_cancelled()  # the endpoint closed, or (ASGI) the client went away
+            # Whoever cancelled it hears it: close() (MCPEndpoint.run_call answers the call
+            # "Request cancelled"), an ASGI server, an application's timeout around the view.
+            raise
         except BaseException as exc:
             return self._failure(tool, exc)
 

@@ -3,6 +3,7 @@ sharing a database (each with its own MCPServer instance, as separate processes 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import gc
@@ -717,6 +718,38 @@ def test_close_ends_a_legacy_call_answered_as_json() -> None:
         "id": 4,
         "error": {"code": -32001, "message": "Request cancelled"},
     }
+
+
+@pytest.mark.parametrize("tool", ["async_nap", "sync_nap"])
+def test_an_asgi_request_cancelled_by_its_server_is_cancelled_whatever_its_tool(tool: str) -> None:
+    """An ASGI view's call that its server (or the application: a timeout around the view)
+    cancels is cancelled: the cancellation reaches the one who asked for it, as a timeout's
+    ``TimeoutError``. An async tool's call on the fast path answered "Request cancelled"
+    instead, and the application's timeout never fired."""
+    server = MCPServer("Naps")
+
+    @server.tool()
+    async def async_nap() -> str:
+        await anyio.sleep(5)
+        return "late"
+
+    @server.tool()
+    def sync_nap() -> str:
+        time.sleep(0.5)
+        return "late"
+
+    point = MCPEndpoint(server, MCPConfig(secret_keys=(SECRET,)), MemoryStore())
+
+    async def call_with_a_timeout() -> None:
+        async with asyncio.timeout(0.2):
+            await point.handle_from_other_loop(modern_call(tool, {}))
+
+    try:
+        asyncio.run(point.handle_from_other_loop(modern_call("sync_nap", {})))  # the fast path from now on
+        with pytest.raises(TimeoutError):
+            asyncio.run(call_with_a_timeout())
+    finally:
+        point.close()
 
 
 def test_the_first_call_of_a_sync_tool_runs_on_the_callers_thread_as_every_later_one() -> None:
