@@ -352,7 +352,7 @@ class LazyTelemetry:
         return await call_next(ctx)
 
 
-def install_tool_context(tool_context: Any) -> None:
+def install_tool_context(tool_context: Any, async_tool_context: Any) -> None:
     """Run every tool the SDK calls inside ``tool_context()``, entered where the tool runs: on
     the SDK's worker thread for a sync tool, in the handler's task for an async one.
 
@@ -375,7 +375,7 @@ def install_tool_context(tool_context: Any) -> None:
         if fn_is_async:
 
             async def fn(**kwargs: Any) -> Any:
-                with tool_context():
+                async with async_tool_context():
                     return await inner(**kwargs)
 
         else:
@@ -422,7 +422,7 @@ class _AnyioForResolvers:
         return getattr(self._anyio, name)
 
 
-def install_resolver_context(tool_context: Any) -> None:
+def install_resolver_context(tool_context: Any, async_tool_context: Any) -> None:
     """Run a tool's resolvers inside ``tool_context()`` too, as :func:`install_tool_context`
     runs the tool: an async resolver in the handler's task (``Tool.run``'s call of
     ``resolve_arguments``, wrapped), a sync one on the worker thread the SDK runs it on (the
@@ -439,7 +439,7 @@ def install_resolver_context(tool_context: Any) -> None:
     original = base.resolve_arguments
 
     async def resolve_arguments(*args: Any, **kwargs: Any) -> Any:
-        with tool_context():
+        async with async_tool_context():
             return await original(*args, **kwargs)
 
     resolve_arguments.__doc__ = original.__doc__

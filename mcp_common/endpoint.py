@@ -90,6 +90,26 @@ def _tool_context_now() -> contextlib.AbstractContextManager[Any]:
     return endpoint.tool_context() if endpoint is not None else contextlib.nullcontext()
 
 
+def _async_tool_context_now() -> contextlib.AbstractAsyncContextManager[Any]:
+    """The serving endpoint's :meth:`MCPEndpoint.async_tool_context` (none outside a request)."""
+    request = current_request.get()
+    endpoint = request.endpoint if request is not None else None
+    return endpoint.async_tool_context() if endpoint is not None else contextlib.nullcontext()
+
+
+class _Async(contextlib.AbstractAsyncContextManager[Any]):
+    """A synchronous context manager, entered by ``async with``."""
+
+    def __init__(self, inner: contextlib.AbstractContextManager[Any]) -> None:
+        self._inner = inner
+
+    async def __aenter__(self) -> Any:
+        return self._inner.__enter__()
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        return self._inner.__exit__(*exc_info)
+
+
 def current_principal(_ctx: Any = None) -> str | None:
     """The authenticated principal of the request being served (``None`` when anonymous).
 
@@ -114,8 +134,8 @@ class MCPEndpoint:
         _sdk.install_elicitation_schema_cache()
         _sdk.install_url_capability_gate(is_url_question)
         _sdk.install_tool_visibility(server, _denied_now)
-        _sdk.install_tool_context(_tool_context_now)
-        _sdk.install_resolver_context(_tool_context_now)
+        _sdk.install_tool_context(_tool_context_now, _async_tool_context_now)
+        _sdk.install_resolver_context(_tool_context_now, _async_tool_context_now)
         _sdk.install_elicit_verdict(refusal_verdict)
         self.server = server
         self.lowlevel = _sdk.lowlevel_server(server)
@@ -329,6 +349,11 @@ class MCPEndpoint:
         """What a tool runs inside, on every path and on the thread it runs on (adapters
         override: Flask's app context, Django's per-request state)."""
         return contextlib.nullcontext()
+
+    def async_tool_context(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        """What an async tool or resolver runs inside, on the event loop: :meth:`tool_context`
+        (adapters override: Django's thread-sensitive context for the ORM)."""
+        return _Async(self.tool_context())
 
     def response_started(self, request: HTTPRequest, handler: str) -> None:
         """Called on the event loop, in the context the call's handler runs in, when the call's

@@ -462,7 +462,7 @@ class FastPath:
                 typed = self._params_type.model_validate(ctx.params, by_name=False)
                 context = ToolContext(request_context=ctx, mcp_server=server, input_params=typed)
                 try:
-                    with self.endpoint.tool_context():
+                    async with self.endpoint.async_tool_context():
                         resolved = await _sdk.resolve_tool_arguments(tool, call.validated, context)
                 except Exception as exc:
                     if inline and _wants_a_loop(exc):
@@ -493,7 +493,7 @@ class FastPath:
 
     async def _call_async(self, tool: Any, validated: dict[str, Any]) -> Any:
         try:
-            with self.endpoint.tool_context():
+            async with self.endpoint.async_tool_context():
                 return self._convert(tool, await tool.fn(**validated))
         except asyncio.CancelledError:
             # Whoever cancelled it hears it: close() (MCPEndpoint.run_call answers the call

@@ -22,12 +22,13 @@ import copy
 import functools
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+from asgiref.sync import SyncToAsync, ThreadSensitiveContext
 from django.contrib.sessions.backends.base import SessionBase
 from django.core.handlers.wsgi import get_script_name
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 from django.http import HttpRequest
 from django.urls import get_script_prefix, get_urlconf, set_script_prefix, set_urlconf
 from django.utils import translation
@@ -90,6 +91,31 @@ def worker_connections() -> Iterator[None]:
         yield
     finally:
         close_old_connections()
+
+
+@contextlib.asynccontextmanager
+async def thread_sensitive(state: contextlib.AbstractContextManager[Any]) -> AsyncIterator[None]:
+    """Around an async tool or resolver (``state`` entered inside): a thread-sensitive context
+    of its own, as Django's ASGI handler gives each request. Its ORM work (``sync_to_async``,
+    ``acount()``) then runs on a thread of the call's own, not on asgiref's one thread for the
+    whole process, where every async tool's queries queued behind each other and a connection
+    the database server dropped stayed broken for the process's life (nothing ends a request
+    there). The connections the call opened are closed with its thread."""
+    context = ThreadSensitiveContext()
+    aborted = False
+    async with context:
+        try:
+            with state:
+                yield
+        except GeneratorExit:
+            aborted = True  # a coroutine closed mid-call: nothing may be awaited
+            raise
+        finally:
+            executor = SyncToAsync.context_to_thread_executor.get(context)
+            if executor is not None:
+                closed = executor.submit(connections.close_all)
+                if not aborted:
+                    await asyncio.wrap_future(closed)
 
 
 @contextlib.contextmanager
@@ -248,6 +274,9 @@ class DjangoEndpoint(MCPEndpoint):
             # translation override entered and left.
             return worker_connections() if threaded else _NOTHING_TO_DO
         return worker_state(request) if threaded else request_state(request)
+
+    def async_tool_context(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        return thread_sensitive(self.tool_context())
 
     async def handle_async(self, request: HTTPRequest) -> HTTPResponse:
         # One list per request, in the context its handler's tasks copy: detach_session fills

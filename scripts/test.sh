@@ -91,6 +91,7 @@ if [ "$#" -eq 0 ]; then
   MCP_EXAMPLE_DATABASE_URL=${MCP_TEST_POSTGRES:-postgresql://postgres@127.0.0.1:5432/test} \
     "$VENV/bin/python" -m pytest tests/django/test_django_elicitation.py tests/django/test_django_store.py \
     tests/django/test_django_asgi.py::test_a_sync_tools_connection_is_closed_after_the_call_as_a_requests_would_be \
+    tests/django/test_django_asgi.py::test_async_tools_use_the_orm_on_threads_of_their_own_and_close_their_connections \
     --deselect tests/django/test_django_elicitation.py::test_a_redemption_reaches_its_question_by_state_not_through_every_pending_row
 fi
 

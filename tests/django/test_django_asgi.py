@@ -197,3 +197,52 @@ def test_a_sync_tools_connection_is_closed_after_the_call_as_a_requests_would_be
         close_database_threads(endpoint)
     assert len(asgi_site.used_connections) == 3
     assert [wrapper.connection for wrapper in asgi_site.used_connections] == [None, None, None]
+
+
+def test_async_tools_use_the_orm_on_threads_of_their_own_and_close_their_connections() -> None:
+    """An async tool's ORM work (``sync_to_async``, ``acount()``) runs in a thread-sensitive
+    context of its own, as Django's ASGI handler gives each request: concurrent calls do not
+    queue on asgiref's one process-wide thread, and the connection a call opened is closed
+    after it (on that shared thread it was never checked nor closed: one the database server
+    dropped failed every later async tool until the process restarted)."""
+    import threading
+
+    from asgiref.sync import sync_to_async
+    from django.db import DEFAULT_DB_ALIAS, connections
+    from mcp.server import MCPServer
+
+    from mcp_common import MCPConfig
+    from mcp_django.endpoint import DjangoEndpoint
+    from tests.core.test_endpoint import SECRET, modern_call
+
+    server = MCPServer("AsyncOrm")
+    inside = threading.Barrier(3)  # three calls in their tools at once, or it times out
+    used: list[tuple[str, Any]] = []
+
+    def count_users() -> int:
+        inside.wait(10)
+        used.append((threading.current_thread().name, connections[DEFAULT_DB_ALIAS]))
+        return User.objects.count()
+
+    @server.tool()
+    async def users() -> int:
+        return await sync_to_async(count_users)()
+
+    point = DjangoEndpoint(server, MCPConfig(secret_keys=(SECRET,)), DjangoStore())
+    answers: list[Any] = []
+
+    def call() -> None:
+        answers.append(json.loads(point.handle(modern_call("users", {})).body))
+
+    try:
+        callers = [threading.Thread(target=call) for _ in range(3)]
+        for caller in callers:
+            caller.start()
+        for caller in callers:
+            caller.join(20)
+    finally:
+        point.close()
+    assert [answer["result"]["structuredContent"] for answer in answers] == [{"result": 0}] * 3, answers
+    assert len({name for name, _ in used}) == 3, used
+    if connection.vendor != "sqlite":  # an in-memory SQLite database ignores close()
+        assert [wrapper.connection for _, wrapper in used] == [None, None, None]
