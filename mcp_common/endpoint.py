@@ -355,6 +355,11 @@ class MCPEndpoint:
         (adapters override: Django's thread-sensitive context for the ORM)."""
         return _Async(self.tool_context())
 
+    def waiting_for_client(self) -> None:
+        """Called in a legacy call's task as it starts waiting for its client's answer (minutes,
+        hours): adapters let go of what the call holds meanwhile (Django: the thread its ORM
+        work ran on, with that thread's connections)."""
+
     def response_started(self, request: HTTPRequest, handler: str) -> None:
         """Called on the event loop, in the context the call's handler runs in, when the call's
         HTTP response turns into an SSE stream while the handler is still running: its headers

@@ -775,6 +775,7 @@ class LegacyProtocol:
                     )
             else:
                 await self.post_to_get_stream(session_id, message)
+            endpoint.waiting_for_client()
             try:
                 answer = await self._await_answer(session_id, request_id, future, wait)
             except asyncio.CancelledError:

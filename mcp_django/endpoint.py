@@ -118,6 +118,17 @@ async def thread_sensitive(state: contextlib.AbstractContextManager[Any]) -> Asy
                     await asyncio.wrap_future(closed)
 
 
+def release_thread() -> None:
+    """Let the call's thread-sensitive thread (:func:`thread_sensitive`) go, its connections
+    closed on it first: the call's next ORM work gets a new one. For a call about to wait for a
+    person, which must hold no thread meanwhile."""
+    context = SyncToAsync.thread_sensitive_context.get(None)
+    executor = SyncToAsync.context_to_thread_executor.pop(context, None) if context is not None else None
+    if executor is not None:
+        executor.submit(connections.close_all)
+        executor.shutdown(wait=False)
+
+
 @contextlib.contextmanager
 def worker_state(request: HttpRequest) -> Iterator[None]:
     with worker_connections(), request_state(request):
@@ -277,6 +288,9 @@ class DjangoEndpoint(MCPEndpoint):
 
     def async_tool_context(self) -> contextlib.AbstractAsyncContextManager[Any]:
         return thread_sensitive(self.tool_context())
+
+    def waiting_for_client(self) -> None:
+        release_thread()
 
     async def handle_async(self, request: HTTPRequest) -> HTTPResponse:
         # One list per request, in the context its handler's tasks copy: detach_session fills

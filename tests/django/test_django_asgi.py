@@ -21,6 +21,8 @@ from django.db import connection
 from django.http import HttpResponse
 from django.test import AsyncClient, RequestFactory, override_settings
 from django.utils.functional import SimpleLazyObject
+from mcp.server.mcpserver import Context
+from pydantic import BaseModel
 
 from mcp_django.store import DjangoStore
 from mcp_django.views import _is_django_lazy_user, _read
@@ -246,3 +248,60 @@ def test_async_tools_use_the_orm_on_threads_of_their_own_and_close_their_connect
     assert len({name for name, _ in used}) == 3, used
     if connection.vendor != "sqlite":  # an in-memory SQLite database ignores close()
         assert [wrapper.connection for _, wrapper in used] == [None, None, None]
+
+
+class _Name(BaseModel):
+    name: str
+
+
+def test_an_async_tool_waiting_for_its_client_holds_no_thread() -> None:
+    """On the legacy wire an async tool that used the ORM and then asks its client waits for the
+    answer (minutes, hours) holding no thread: the thread its queries ran on, with its
+    connections, is let go while it waits (thousands of questions may wait at once), and the
+    tool's queries after the answer run on a new one."""
+    import threading
+
+    from asgiref.sync import sync_to_async
+    from mcp.server import MCPServer
+
+    from mcp_common import MCPConfig
+    from mcp_django.endpoint import DjangoEndpoint
+    from tests.core.test_elicitation import legacy_call
+    from tests.core.test_endpoint import SECRET, follow, initialize, legacy
+
+    server = MCPServer("AsyncOrmAsks")
+    threads: list[threading.Thread] = []
+    alive_while_asking: list[bool] = []
+
+    def count_users() -> int:
+        threads.append(threading.current_thread())
+        return User.objects.count()
+
+    @server.tool()
+    async def sign_up(ctx: Context) -> str:
+        before = await sync_to_async(count_users)()
+        answer = await ctx.elicit("Your name?", schema=_Name)
+        after = await sync_to_async(count_users)()
+        return f"{answer.data.name}: {before} -> {after}"
+
+    point = DjangoEndpoint(server, MCPConfig(secret_keys=(SECRET,), poll_interval=0.02), DjangoStore())
+    try:
+        session = initialize(point, {"elicitation": {}})
+
+        def on_message(message: dict[str, Any]) -> None:
+            if message.get("method") == "elicitation/create":
+                threads[0].join(5)
+                alive_while_asking.append(threads[0].is_alive())
+                reply = {
+                    "jsonrpc": "2.0",
+                    "id": message["id"],
+                    "result": {"action": "accept", "content": {"name": "Ada"}},
+                }
+                assert point.handle(legacy(session, reply)).status == 202
+
+        seen = follow(point, session, legacy_call(point, session, "sign_up", {}), on_message)
+    finally:
+        point.close()
+    assert seen[-1]["result"]["content"][0]["text"] == "Ada: 0 -> 0", seen
+    assert alive_while_asking == [False]
+    assert len(threads) == 2 and threads[0] is not threads[1]
