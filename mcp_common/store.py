@@ -8,6 +8,7 @@ processes, so it cannot serve a multi-worker deployment.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import hashlib
@@ -47,9 +48,9 @@ def serial_writes(
         @functools.wraps(fn)
         def wrapper(store: Any, *args: Any, **kwargs: Any) -> T:
             lock = lock_of(store)
-            if lock is None or (in_memory_only and not lock.in_memory):
+            if lock is None:
                 return fn(store, *args, **kwargs)
-            with lock:
+            with lock.for_reads() if in_memory_only else lock:
                 return fn(store, *args, **kwargs)
 
         return wrapper
@@ -76,6 +77,11 @@ class SQLiteWriteLock:
         self._fd: int | None = None
         self._pid = 0
         self._depth = 0
+
+    def for_reads(self) -> contextlib.AbstractContextManager[Any]:
+        """What a read takes: this lock on a database in memory (see :func:`serial_writes`),
+        nothing on a file, whose readers never wait."""
+        return self if self.in_memory else contextlib.nullcontext()
 
     def __enter__(self) -> SQLiteWriteLock:
         self._thread.acquire()

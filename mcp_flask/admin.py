@@ -174,7 +174,7 @@ def _session() -> Iterator[Session]:
 
     store = get_state().store
     lock = store._write_lock
-    with lock if lock is not None and lock.in_memory else contextlib.nullcontext(), Session(store.engine) as s:
+    with lock.for_reads() if lock is not None else contextlib.nullcontext(), Session(store.engine) as s:
         yield s
 
 
