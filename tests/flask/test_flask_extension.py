@@ -811,19 +811,26 @@ def test_close_ends_the_database_threads_of_each_apps_endpoints(make_app: Callab
     (``MCPState.close()``): each app's endpoints had started database threads of their own,
     which stayed alive, idle, for the process's life: a thread more per app and test. They
     end with ``close()``; a request after it starts them again."""
-    before = set(threading.enumerate())
 
-    def ours() -> list[str]:
-        return [t.name for t in threading.enumerate() if t not in before and t.name.startswith("mcp-db")]
+    def database_threads(app: Flask) -> list[threading.Thread]:
+        # This app's endpoints' own (other tests' endpoints start theirs at any time).
+        endpoints = get_state(app).endpoints.values()
+        return [t for e in endpoints if e._executor is not None for t in list(e._executor._threads)]
+
+    def alive(threads: list[threading.Thread]) -> list[str]:
+        return [t.name for t in threads if t.is_alive()]
 
     for _ in range(3):
         app = make_app()
         MCP(app, server=server)
         MCP.migrate(app)
         assert _initialize(app.test_client()).status_code == 200
-        assert ours()
+        threads = database_threads(app)
+        assert alive(threads)
         get_state(app).close()
-        assert ours() == []
+        assert alive(threads) == [] and database_threads(app) == []
     assert _initialize(app.test_client()).status_code == 200  # served after close(), as before
+    threads = database_threads(app)
+    assert alive(threads)
     get_state(app).close()
-    assert ours() == []
+    assert alive(threads) == [] and database_threads(app) == []
