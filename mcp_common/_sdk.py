@@ -6,11 +6,14 @@ is bounded below the next minor release for the same reason.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 from mcp.server.lowlevel.server import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+
+from mcp_common.home import call_at_home
 
 
 def lowlevel_server(server: Any) -> Server[Any]:
@@ -384,6 +387,13 @@ def install_tool_context(tool_context: Any, async_tool_context: Any) -> None:
                 with tool_context():
                     return inner(**kwargs)
 
+            # Under WSGI: on the request's own thread while it waits (mcp_common.home), not
+            # on one of AnyIO's.
+            kwargs = arguments | (arguments_to_pass_directly or {})
+            ran, result = await call_at_home(functools.partial(fn, **kwargs))
+            if ran:
+                return result
+
         return await original(self, fn, fn_is_async, arguments, arguments_to_pass_directly)
 
     call_fn._mcp_common_tool_context = True  # type: ignore[attr-defined]
@@ -408,6 +418,9 @@ class _ToThreadInContext:
             with tool_context():
                 return func(*inner)
 
+        ran, result = await call_at_home(functools.partial(in_context, *args))
+        if ran:
+            return result
         return await self._to_thread.run_sync(in_context, *args, **kwargs)
 
 

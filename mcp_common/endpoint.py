@@ -30,6 +30,7 @@ from mcp_common import _sdk
 from mcp_common.config import MCPConfig, derive_key
 from mcp_common.elicitation import is_url_question, refusal_verdict, worker_id
 from mcp_common.fast import FastPath
+from mcp_common.home import HomeThread, current_home, open_home
 from mcp_common.http import HTTPRequest, HTTPResponse
 from mcp_common.jsonrpc import error_response, request_cancelled
 from mcp_common.legacy import LegacyProtocol
@@ -301,7 +302,14 @@ class MCPEndpoint:
             await asyncio.sleep(self.config.heartbeat_interval)
 
     async def db(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run a blocking store call on the endpoint's database threads."""
+        """Run a blocking store call on the endpoint's database threads, or on the thread of
+        the WSGI request it serves while that thread waits for it (:mod:`mcp_common.home`:
+        its connection, inside the transaction it has open)."""
+        home = open_home()
+        if home is not None:
+            future = home.try_submit(fn, *args)
+            if future is not None:
+                return await asyncio.wrap_future(future)
         loop = asyncio.get_running_loop()
         self._db_used = time.monotonic()
         try:
@@ -378,7 +386,32 @@ class MCPEndpoint:
         """Run a call's coroutine on the endpoint's loop, blocking this (WSGI) thread for its
         outcome: ``close()`` ends it with the other calls in flight, and then its outcome is
         the "Request cancelled" error."""
-        return self.runner.run(self._tracked(coro))
+        return self._run_at_home(self._tracked(coro))[0]
+
+    def _run_at_home(self, coro: Coroutine[Any, Any, T], keep_for_stream: bool = False) -> tuple[T, HomeThread | None]:
+        """:meth:`LoopRunner.run`, with this (WSGI) thread lent to the call while it waits
+        (:mod:`mcp_common.home`). ``keep_for_stream``: an SSE answer keeps the home open for
+        its stream (returned with it; :meth:`iter_body` closes it), else it closes here."""
+        runner = self.runner
+        if runner.in_loop_thread():
+            coro.close()
+            raise RuntimeError("a call was run from the event loop's own thread")
+        home = HomeThread()
+        token = current_home.set(home)
+        try:
+            outcome = runner.submit(coro)  # the call's task copies this context, home included
+        finally:
+            current_home.reset(token)
+        try:
+            home.wait(outcome)
+            result = outcome.result()
+        except BaseException:
+            home.close()
+            raise
+        if keep_for_stream and isinstance(result, HTTPResponse) and result.stream is not None:
+            return result, home
+        home.close()
+        return result, None
 
     async def _tracked(self, coro: Coroutine[Any, Any, T]) -> T | MCPError:
         task = asyncio.current_task()
@@ -435,9 +468,15 @@ class MCPEndpoint:
             prepared = prepare_blocking(self, request)
             if isinstance(prepared, HTTPResponse):
                 return prepared
-            response = self.runner.run(self.handle_async(prepared))
+            response = self._serve_at_home(prepared)
             return finish_blocking(self, prepared, response) if prepared.defer_persist else response
-        return self.runner.run(self.handle_async(request))
+        return self._serve_at_home(request)
+
+    def _serve_at_home(self, request: HTTPRequest) -> HTTPResponse:
+        response, home = self._run_at_home(self.handle_async(request), keep_for_stream=True)
+        if home is not None:
+            response.home = home
+        return response
 
     async def handle_from_other_loop(self, request: HTTPRequest) -> HTTPResponse:
         """Serve ``request`` from an async (ASGI) view running on another event loop. Never raises."""
@@ -462,7 +501,7 @@ class MCPEndpoint:
     def iter_body(self, response: HTTPResponse) -> Iterator[bytes]:
         """A streaming body for a WSGI server."""
         assert response.stream is not None
-        return self.runner.iterate(response.stream)
+        return self.runner.iterate(response.stream, response.home)
 
     def aiter_body(self, response: HTTPResponse) -> AsyncIterator[bytes]:
         """A streaming body for an ASGI server."""

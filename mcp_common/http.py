@@ -86,6 +86,9 @@ class HTTPResponse:
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
     stream: AsyncIterator[bytes] | None = None
+    home: Any = field(default=None, repr=False, compare=False)
+    """Under WSGI, the request's thread lent to the call while it serves the stream
+    (:class:`mcp_common.home.HomeThread`; closed when the stream ends)."""
 
     @property
     def is_stream(self) -> bool:

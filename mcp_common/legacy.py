@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import json
 import logging
@@ -392,7 +393,9 @@ class AnswerPoller:
         loop = asyncio.get_running_loop()
         if self._task is None or self._task.done() or self._loop is not loop:
             self._loop, self._kick = loop, asyncio.Event()
-            self._task = loop.create_task(self._run(), name="mcp-answer-poller")
+            # In a context of its own: it polls for every call of the process, none of them
+            # the one whose request happened to start it (whose home thread it must not use).
+            self._task = loop.create_task(self._run(), name="mcp-answer-poller", context=contextvars.Context())
         elif self._sleeping > self.protocol.endpoint.config.poll_interval / 2:
             # Backed off while older questions waited: a fresh one is polled for promptly.
             self._kick.set()

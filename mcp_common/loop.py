@@ -15,7 +15,10 @@ import os
 import threading
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from mcp_common.home import HomeThread
 
 T = TypeVar("T")
 
@@ -108,9 +111,11 @@ class LoopRunner:
         """Await ``coro`` on the runner's loop from another event loop (an ASGI server's)."""
         return await asyncio.wrap_future(self.submit(coro))
 
-    def iterate(self, stream: AsyncIterator[bytes]) -> Iterator[bytes]:
-        """A blocking iterator over an async stream that lives on the runner's loop (for WSGI)."""
-        iterator = _SyncStream(self, stream)
+    def iterate(self, stream: AsyncIterator[bytes], home: HomeThread | None = None) -> Iterator[bytes]:
+        """A blocking iterator over an async stream that lives on the runner's loop (for WSGI);
+        ``home``: the call's home thread, which runs the call's work while the iterating thread
+        waits for the next chunk, and is closed when the stream ends."""
+        iterator = _SyncStream(self, stream, home)
         self._streams.add(iterator)
         return iterator
 
@@ -141,11 +146,12 @@ async def _aclose(stream: AsyncIterator[bytes]) -> None:
 class _SyncStream:
     """WSGI servers call ``close()`` when the client goes away; that closes the async stream."""
 
-    def __init__(self, runner: LoopRunner, stream: AsyncIterator[bytes]) -> None:
+    def __init__(self, runner: LoopRunner, stream: AsyncIterator[bytes], home: HomeThread | None = None) -> None:
         self._runner = runner
         self._stream = stream
         self._closed = False
         self._next: concurrent.futures.Future[bytes] | None = None
+        self._home = home
 
     def __iter__(self) -> _SyncStream:
         return self
@@ -153,14 +159,29 @@ class _SyncStream:
     def __next__(self) -> bytes:
         if self._closed:
             raise StopIteration
-        self._next = self._runner.submit(_anext(self._stream))
+        self._next = next_chunk = self._runner.submit(_anext(self._stream))
+        home = self._home
         try:
-            return self._next.result()
+            if home is not None:
+                if home.thread is threading.current_thread():
+                    home.wait(next_chunk)
+                else:  # iterated elsewhere: the request's thread will not wait for the call
+                    self._leave_home()
+            return next_chunk.result()
         except (StopAsyncIteration, concurrent.futures.CancelledError):
             self._closed = True
+            self._leave_home()
             raise StopIteration from None
+        except BaseException:
+            self._leave_home()
+            raise
         finally:
             self._next = None
+
+    def _leave_home(self) -> None:
+        home, self._home = self._home, None
+        if home is not None:
+            home.close()
 
     def interrupt(self) -> None:
         """End the stream now (from any thread): the waiting ``__next__`` stops iteration."""
@@ -169,6 +190,9 @@ class _SyncStream:
             future.cancel()
 
     def close(self) -> None:
+        # The home first: this thread no longer waits for the call's work (closing the stream
+        # must not wait for work queued here).
+        self._leave_home()
         if not self._closed:
             self._closed = True
             self._runner.run(_aclose(self._stream))

@@ -16,14 +16,15 @@ before the stream started, never a dict changed half-way through the save.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import contextvars
 import copy
 import functools
 import logging
 import threading
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, TypeVar
 
 from asgiref.sync import SyncToAsync, ThreadSensitiveContext
 from django.contrib.sessions.backends.base import SessionBase
@@ -34,7 +35,10 @@ from django.urls import get_script_prefix, get_urlconf, set_script_prefix, set_u
 from django.utils import translation
 
 from mcp_common import MCPEndpoint, current_request
+from mcp_common.home import HomeThread, open_home, running_at_home
 from mcp_common.http import HTTPRequest, HTTPResponse
+
+T = TypeVar("T")
 
 logger = logging.getLogger("mcp_django")
 
@@ -103,7 +107,10 @@ async def thread_sensitive(state: contextlib.AbstractContextManager[Any]) -> Asy
     there). The connections the call opened are closed with its thread."""
     context = ThreadSensitiveContext()
     aborted = False
+    home = open_home()
     async with context:
+        if home is not None:
+            SyncToAsync.context_to_thread_executor[context] = _HomeOrOwnThread(home)
         try:
             with state:
                 yield
@@ -111,11 +118,40 @@ async def thread_sensitive(state: contextlib.AbstractContextManager[Any]) -> Asy
             aborted = True  # a coroutine closed mid-call: nothing may be awaited
             raise
         finally:
-            executor = SyncToAsync.context_to_thread_executor.get(context)
+            executor = _own_thread(SyncToAsync.context_to_thread_executor.get(context))
             if executor is not None:
                 closed = executor.submit(connections.close_all)
                 if not aborted:
                     await asyncio.wrap_future(closed)
+
+
+class _HomeOrOwnThread(concurrent.futures.Executor):
+    """An async tool's thread-sensitive executor under WSGI: the request's own thread while it
+    waits for the call (:mod:`mcp_common.home`: the request's connection, inside the
+    transaction it has open, as a sync tool's queries), else, from the first time that thread
+    cannot take the work on, one thread of the call's own for the rest of it."""
+
+    def __init__(self, home: HomeThread) -> None:
+        self.home = home
+        self.own: concurrent.futures.ThreadPoolExecutor | None = None
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
+        if self.own is None:
+            future = self.home.try_submit(fn, *args, **kwargs)
+            if future is not None:
+                return future
+            self.own = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        return self.own.submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        if self.own is not None:
+            self.own.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
+def _own_thread(executor: concurrent.futures.Executor | None) -> concurrent.futures.Executor | None:
+    """The executor whose thread's connections are the call's to close: the request's thread
+    keeps its own (Django closes them as the request ends)."""
+    return executor.own if isinstance(executor, _HomeOrOwnThread) else executor
 
 
 def release_thread() -> None:
@@ -124,6 +160,7 @@ def release_thread() -> None:
     person, which must hold no thread meanwhile."""
     context = SyncToAsync.thread_sensitive_context.get(None)
     executor = SyncToAsync.context_to_thread_executor.pop(context, None) if context is not None else None
+    executor = _own_thread(executor)
     if executor is not None:
         executor.submit(connections.close_all)
         executor.shutdown(wait=False)
@@ -262,8 +299,15 @@ class DjangoEndpoint(MCPEndpoint):
 
     def tool_context(self) -> contextlib.AbstractContextManager[Any]:
         request = serving_request()
-        if request is None or request.__dict__.get("_mcp_thread") is threading.current_thread():
+        if request is None:
             return _NOTHING_TO_DO
+        home = request.__dict__.get("_mcp_thread") is threading.current_thread()
+        if home and not running_at_home():
+            return _NOTHING_TO_DO  # the request's own code: a sync tool on the fast path
+        # Work the request's thread runs for its call under WSGI (mcp_common.home) runs in the
+        # call's context, where Django's per-request state (context variables) may not be the
+        # request's: it is checked as anywhere else; the thread keeps its connections, which
+        # Django's request handles.
         wanted = request.__dict__.get("_mcp_django_state")
         if wanted is None:
             prefix = get_script_name(request.META)
@@ -274,7 +318,7 @@ class DjangoEndpoint(MCPEndpoint):
             )
         prefix, urlconf, language = wanted
         # On an event loop (an async tool) Django opens no connection: the ORM refuses to run.
-        threaded = not _on_event_loop()
+        threaded = not home and not _on_event_loop()
         if (
             get_script_prefix() == prefix
             and get_urlconf() == urlconf

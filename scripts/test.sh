@@ -93,6 +93,7 @@ if [ "$#" -eq 0 ]; then
     tests/django/test_django_asgi.py::test_a_sync_tools_connection_is_closed_after_the_call_as_a_requests_would_be \
     tests/django/test_django_asgi.py::test_async_tools_use_the_orm_on_threads_of_their_own_and_close_their_connections \
     tests/django/test_django_asgi.py::test_an_async_tool_waiting_for_its_client_holds_no_thread \
+    tests/django/test_django_home.py \
     --deselect tests/django/test_django_elicitation.py::test_a_redemption_reaches_its_question_by_state_not_through_every_pending_row
 fi
 

@@ -258,7 +258,9 @@ def test_an_async_tool_waiting_for_its_client_holds_no_thread() -> None:
     """On the legacy wire an async tool that used the ORM and then asks its client waits for the
     answer (minutes, hours) holding no thread: the thread its queries ran on, with its
     connections, is let go while it waits (thousands of questions may wait at once), and the
-    tool's queries after the answer run on a new one."""
+    tool's queries after the answer run on a new one. (Here the request's thread has stopped
+    waiting for the call before its first query, as when a test reads the stream on another
+    thread; a request thread waiting for its call runs the queries itself: ``test_django_home``.)"""
     import threading
 
     from asgiref.sync import sync_to_async
@@ -277,8 +279,11 @@ def test_an_async_tool_waiting_for_its_client_holds_no_thread() -> None:
         threads.append(threading.current_thread())
         return User.objects.count()
 
+    returned = threading.Event()
+
     @server.tool()
     async def sign_up(ctx: Context) -> str:
+        await asyncio.to_thread(returned.wait, 10)
         before = await sync_to_async(count_users)()
         answer = await ctx.elicit("Your name?", schema=_Name)
         after = await sync_to_async(count_users)()
@@ -299,7 +304,9 @@ def test_an_async_tool_waiting_for_its_client_holds_no_thread() -> None:
                 }
                 assert point.handle(legacy(session, reply)).status == 202
 
-        seen = follow(point, session, legacy_call(point, session, "sign_up", {}), on_message)
+        call = legacy_call(point, session, "sign_up", {})
+        returned.set()
+        seen = follow(point, session, call, on_message)
     finally:
         point.close()
     assert seen[-1]["result"]["content"][0]["text"] == "Ada: 0 -> 0", seen

@@ -1,0 +1,214 @@
+"""A WSGI request's own thread, lent to its call while the thread waits for it.
+
+Under WSGI the request's thread hands the call to the endpoint's event loop and blocks until
+it is answered (or, for an SSE answer, until the stream's next frame). Blocking work of the
+call — a sync tool or resolver the SDK would run on one of AnyIO's worker threads, the ORM work
+of an async tool, the store's database calls — runs on that waiting thread instead
+(:class:`HomeThread`): with the thread's database connection, inside the transaction it has
+open (a Django ``TestCase``, ``ATOMIC_REQUESTS`` while the view runs), with what the framework
+keeps per thread. The thread takes work only while it waits: between two frames of a stream,
+or once the stream ended, the work takes the usual threads, and nothing ever waits for a thread
+that is busy elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+_Item = tuple["concurrent.futures.Future[Any]", Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+
+current_home: contextvars.ContextVar[HomeThread | None] = contextvars.ContextVar("mcp_common_home", default=None)
+"""The home thread of the call being served, set in the context its coroutine runs in."""
+
+
+PATIENCE = 0.25
+"""Seconds work waits for a home thread that is away (writing a frame of the call's stream to
+its client, or held by a test that reads the stream later or on another thread) before it runs
+on a thread of its own."""
+
+
+class HomeThread:
+    r"""The thread that created it, taking the call's blocking work while it :meth:`wait`\ s for
+    the call, and between two waits of a stream it serves (it comes back for the next frame).
+    Work it does not start within :data:`PATIENCE` runs on a thread of its own, so nothing ever
+    waits for a thread that went elsewhere; after :meth:`close` :meth:`try_submit` refuses."""
+
+    def __init__(self) -> None:
+        self.thread = threading.current_thread()
+        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._open = True
+        self._inside = True  # made to be waited on at once: the call may submit before wait()
+        self._busy = False
+        self._watch: Any = None
+
+    @property
+    def is_open(self) -> bool:
+        return self._open
+
+    def try_submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T] | None:
+        """``fn(*args, **kwargs)`` queued for the home thread; ``None`` once it is closed. While
+        the thread is away or runs other work (which may wait for this one: a sync tool
+        calling back into the loop with ``anyio.from_thread``) it gets :data:`PATIENCE`."""
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        with self._lock:
+            if not self._open:
+                return None
+            self._queue.put((future, fn, args, kwargs))
+            if self._busy or not self._inside:
+                self._watch_for_absence()
+        return future
+
+    def _watch_for_absence(self) -> None:
+        """(Lock held.) Once per absence: after :data:`PATIENCE`, hand what waits elsewhere."""
+        if self._watch is not None:
+            return
+        try:
+            self._watch = asyncio.get_running_loop().call_later(PATIENCE, self._absent)
+        except RuntimeError:  # submitted from a thread: a timer of its own
+            self._watch = threading.Timer(PATIENCE, self._absent)
+            self._watch.daemon = True
+            self._watch.start()
+
+    def _absent(self) -> None:
+        with self._lock:
+            self._watch = None
+            if self._inside and not self._busy:
+                return
+        self._hand_over()
+
+    def _hand_over(self) -> None:
+        """What is queued and not started runs on a thread of its own."""
+        left: list[_Item] = []
+        wakes = 0
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:
+                wakes += 1
+            else:
+                left.append(item)
+        for _ in range(wakes):  # a wait() that came back meanwhile still needs its wake-up
+            self._queue.put(None)
+        if left:
+            threading.Thread(target=_run_all, args=(left,), name="mcp-home-leftovers", daemon=True).start()
+
+    def wait(self, outcome: concurrent.futures.Future[Any]) -> None:
+        """On the home thread: run the work submitted until ``outcome`` is done."""
+        outcome.add_done_callback(self._wake)
+        with self._lock:
+            self._inside = True
+        try:
+            while not outcome.done():
+                item = self._queue.get()
+                if item is None:
+                    continue
+                with self._lock:
+                    self._busy = True
+                try:
+                    _run(item)
+                finally:
+                    with self._lock:
+                        self._busy = False
+        finally:
+            with self._lock:
+                self._inside = False
+                if not self._queue.empty() and self._open:
+                    self._watch_for_absence()
+
+    def _wake(self, _done: concurrent.futures.Future[Any]) -> None:
+        self._queue.put(None)
+
+    def close(self) -> None:
+        """For good: the thread will not wait for the call again (what is queued runs on a
+        thread of its own)."""
+        with self._lock:
+            self._open = False
+            self._inside = False
+        self._hand_over()
+
+
+_here = threading.local()
+
+
+def running_at_home() -> bool:
+    """Whether this thread runs work it took for a call it waits for (in the call's context,
+    not its own)."""
+    return getattr(_here, "depth", 0) > 0
+
+
+def _run(item: _Item) -> None:
+    future, fn, args, kwargs = item
+    if not future.set_running_or_notify_cancel():
+        return  # its caller was cancelled before it started
+    _here.depth = getattr(_here, "depth", 0) + 1
+    try:
+        result = fn(*args, **kwargs)
+    except BaseException as exc:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)
+    finally:
+        _here.depth -= 1
+
+
+def _run_all(items: list[_Item]) -> None:
+    for item in items:
+        _run(item)
+
+
+def open_home() -> HomeThread | None:
+    """The call's home thread if it is still waiting for it, else ``None``."""
+    home = current_home.get()
+    return home if home is not None and home.is_open else None
+
+
+async def call_at_home(fn: Callable[[], T]) -> tuple[bool, T | None]:
+    """On the loop: ``(True, fn())`` run on the call's home thread, in a copy of this context,
+    as an AnyIO worker thread of this loop (``anyio.from_thread`` works in it as it does on
+    the thread ``anyio.to_thread`` would have used); ``(False, None)`` without an open home."""
+    home = open_home()
+    if home is None:
+        return False, None
+    token = _anyio_token()
+    future = home.try_submit(_as_worker, token, contextvars.copy_context().run, fn)
+    if future is None:
+        return False, None
+    return True, await asyncio.wrap_future(future)
+
+
+def _anyio_token() -> Any:
+    try:
+        from anyio.lowlevel import current_token
+
+        return current_token()
+    except Exception:  # an AnyIO before 4.11, or no AnyIO event loop: no token
+        return None
+
+
+def _as_worker(token: Any, fn: Callable[..., T], *args: Any) -> T:
+    if token is None:
+        return fn(*args)
+    try:
+        from anyio._core._eventloop import threadlocals
+    except ImportError:  # pragma: no cover - an AnyIO that moved it: from_thread needs a token
+        return fn(*args)
+    had = getattr(threadlocals, "current_token", None)
+    threadlocals.current_token = token
+    try:
+        return fn(*args)
+    finally:
+        if had is None:
+            del threadlocals.current_token
+        else:
+            threadlocals.current_token = had
