@@ -201,6 +201,18 @@ def _sign(fn: Callable[..., Any], arguments: ToolArguments) -> None:
     fn.__annotations__["return"] = CallToolResult
 
 
+def wraps(outer: Any, inner: Any) -> bool:
+    """Whether ``inner`` is ``outer`` or one of the functions it wraps (``__wrapped__``, as
+    ``functools.wraps`` leaves it: ``login_required(view)`` wraps ``view``)."""
+    seen = 0
+    while outer is not None and seen < 100:  # a wrapper whose __wrapped__ loops: give up
+        if outer is inner:
+            return True
+        outer = getattr(outer, "__wrapped__", None)
+        seen += 1
+    return False
+
+
 def share_permission(view: Any, tool_fn: Callable[..., Any]) -> None:
     """``permission_required`` on the view, below or above the ``view_tool`` decorator, hides
     the tool (checked per request, at no cost for views without one)."""

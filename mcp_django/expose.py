@@ -93,6 +93,7 @@ from mcp_common.expose import (
     share_permission,
     tool_function,
     view_result,
+    wraps,
 )
 from mcp_common.permissions import require
 from mcp_django.endpoint import serving_request
@@ -571,7 +572,7 @@ def _serves(callback: Any, view: Callable[..., Any]) -> bool:
         routed = getattr(callback, "actions", None) or {}
         shared = actions.keys() & routed.keys()
         return bool(shared) and all(routed[method] == actions[method] for method in shared)
-    return _wraps(callback, view) or _wraps(view, callback)
+    return wraps(callback, view) or wraps(view, callback)
 
 
 def _callee(callback: Any, view: Callable[..., Any], method: str) -> Callable[..., Any]:
@@ -585,7 +586,7 @@ def _callee(callback: Any, view: Callable[..., Any], method: str) -> Callable[..
     permissions never ran."""
     if iscoroutinefunction(callback) != iscoroutinefunction(view):
         return view
-    if callback is not view and _wraps(callback, view):
+    if callback is not view and wraps(callback, view):
         # The URLconf decorates the view (``permission_required(...)(view)``): Django runs that
         # check at the URL, and so does the tool.
         return callback
@@ -641,9 +642,9 @@ def _adds_decorators(callback: Any, view: Callable[..., Any]) -> bool:
     """Whether a URL pattern's ``callback`` runs decorators that ``view`` does not: it wraps
     ``view``, or it is a decorated ``as_view()`` of the view's class that ``view`` does not
     wrap. (A DRF view's own ``csrf_exempt``, around every one, is none.)"""
-    if _wraps(view, callback):
+    if wraps(view, callback):
         return False
-    if _wraps(callback, view):
+    if wraps(callback, view):
         return True
     return getattr(callback, "view_class", None) is not None and _decorated_as_view(callback)
 
@@ -678,17 +679,6 @@ def _innermost(view: Any) -> Any:
         view = view.__wrapped__
         seen += 1
     return view
-
-
-def _wraps(outer: Any, inner: Any) -> bool:
-    """Whether ``inner`` is ``outer`` or one of the functions it wraps (``__wrapped__``)."""
-    seen = 0
-    while outer is not None and seen < 100:  # a wrapper whose __wrapped__ loops: give up
-        if outer is inner:
-            return True
-        outer = getattr(outer, "__wrapped__", None)
-        seen += 1
-    return False
 
 
 def _view_response(response: HttpResponseBase) -> ViewResponse:

@@ -17,11 +17,11 @@ as the view's keyword arguments and its other arguments as the query string (GET
 or a JSON body (POST, PUT, PATCH). The view runs as Flask's dispatch would run it, minus
 routing: the ``before_request`` functions of the app and of the view's blueprint run first (a
 blueprint's guard applies to its views called as tools too; one that answers answers for the
-view), then the view with its own decorators (``login_required``), then the ``after_request``
-functions. Changes to the Flask session are not sent back to the client. What the view answers
-becomes the tool's result: JSON as structured content, HTML as its text, a redirect, ``abort()``
-or a 4xx as a tool error naming it, and a crash as "500 Internal Server Error" with the
-traceback in the log. Flask's error handlers do not run: their pages are for browsers.
+view), then the view with its own decorators (``login_required``) and those its URL wraps it in,
+then the ``after_request`` functions. Changes to the Flask session are not sent back to the
+client. What the view answers becomes the tool's result: JSON as structured content, HTML as
+its text, a redirect, ``abort()`` or a 4xx as a tool error naming it, and a crash as "500
+Internal Server Error" with the traceback in the log. Flask's error handlers do not run: their pages are for browsers.
 
 Model tools read a model through ``query()``, a ``select()`` that defaults to every row and can
 be narrowed per caller (``query=lambda: select(Order).where(Order.owner_id == current_user.id)``);
@@ -31,8 +31,10 @@ are offered to everyone unless ``permission`` says otherwise.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime as dt
+import functools
 import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal, TypeVar
@@ -73,6 +75,7 @@ from mcp_common.expose import (
     snake_case,
     tool_function,
     view_result,
+    wraps,
 )
 from mcp_flask.permissions import permission_required
 
@@ -125,18 +128,27 @@ def view_tool(
         )
         function = view_class.as_view(tool_name) if view_class is not None else view
 
-        def start(values: dict[str, Any]) -> tuple[_CallerRequest, dict[str, Any]]:
+        def start(values: dict[str, Any]) -> tuple[_CallerRequest, Callable[..., Any], dict[str, Any]]:
             path_args, rest = spec.split(values)
-            return _CallerRequest(tool_name, _view_path(view, path_args, http_method), http_method, rest), path_args
+            routed = _view_route(view, function, path_args, http_method)
+            path, callee = routed if isinstance(routed, tuple) else (routed, function)
+            return _CallerRequest(tool_name, path, http_method, rest), callee, path_args
 
         if inspect.iscoroutinefunction(function):
             # Awaited on the tool's own loop: ``ensure_sync`` would start a loop inside a loop.
             async def call_async(values: dict[str, Any]) -> CallToolResult:
-                caller, path_args = start(values)
+                caller, callee, path_args = start(values)
                 with caller:
                     if caller.answer is None:
                         try:
-                            caller.respond(await function(**path_args))
+                            if inspect.iscoroutinefunction(callee):
+                                caller.respond(await callee(**path_args))
+                            else:
+                                # A synchronous wrapper of the URL's (Flask-Login's
+                                # ``login_required``) runs the view with ``ensure_sync``: on
+                                # a thread, where no loop runs, with this context.
+                                run = functools.partial(current_app.ensure_sync(callee), **path_args)
+                                caller.respond(await asyncio.to_thread(run))
                         except Exception as exc:
                             caller.refuse(exc)
                 return caller.result()
@@ -145,11 +157,11 @@ def view_tool(
         else:
 
             def call(values: dict[str, Any]) -> CallToolResult:
-                caller, path_args = start(values)
+                caller, callee, path_args = start(values)
                 with caller:
                     if caller.answer is None:
                         try:
-                            caller.respond(current_app.ensure_sync(function)(**path_args))
+                            caller.respond(current_app.ensure_sync(callee)(**path_args))
                         except Exception as exc:
                             caller.refuse(exc)
                 return caller.result()
@@ -233,17 +245,22 @@ def _mcp_path() -> str:
     return outer.path if outer is not None else "/"
 
 
-def _view_path(view: Callable[..., Any], path_args: dict[str, Any], method: str) -> str | HTTPException:
-    """The view's URL path for these arguments; the MCP request's path for a view with no route.
-    For a routed view whose URL cannot be built, what a browser would get for it:
-    ``MethodNotAllowed`` when its routes admit these arguments for another method only, else
-    ``NotFound`` (a value its converters refuse)."""
+def _view_route(
+    view: Callable[..., Any], own: Callable[..., Any], path_args: dict[str, Any], method: str
+) -> tuple[str, Callable[..., Any]] | str | HTTPException:
+    """The view's URL path for these arguments, and what the app runs there: the URL's own
+    function where it wraps the view (``add_url_rule("/ledger", view_func=login_required(ledger))``
+    with the tool of the bare ``ledger``) or is a decorated ``as_view()`` of the class the tool
+    was given, so that the checks a browser passes there apply to the tool too; else ``own``,
+    the tool's. The MCP request's path for a view with no route. For a routed view whose URL
+    cannot be built, what a browser would get for it: ``MethodNotAllowed`` when its routes admit
+    these arguments for another method only, else ``NotFound`` (a value its converters refuse)."""
     app = current_app
     view_class = view if isinstance(view, type) else None
     endpoints = [
         endpoint
         for endpoint, function in app.view_functions.items()
-        if function is view or (view_class is not None and getattr(function, "view_class", None) is view_class)
+        if wraps(function, view) or (view_class is not None and getattr(function, "view_class", None) is view_class)
     ]
     if not endpoints:
         return _mcp_path()
@@ -257,7 +274,8 @@ def _view_path(view: Callable[..., Any], path_args: dict[str, Any], method: str)
         except (BuildError, HTTPException):
             continue
         if matched == endpoint and all(path_args[key] == value for key, value in values.items() if key in path_args):
-            return path
+            routed = app.view_functions[endpoint]
+            return path, (own if routed is view else routed)
     rules = [rule for endpoint in endpoints for rule in app.url_map.iter_rules(endpoint)]
     if not any(rule.methods is None or method in rule.methods for rule in rules):
         return MethodNotAllowed([m for rule in rules for m in rule.methods or ()])

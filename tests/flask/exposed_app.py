@@ -187,6 +187,35 @@ def takings() -> ResponseReturnValue:
     return {"total": "152.15"}
 
 
+def ledger() -> ResponseReturnValue:
+    """The shop's ledger: its URL lets only signed-in users in (the tool is of the bare view)."""
+    return {"ledger": "Bob & Sons owe 120.00"}
+
+
+view_tool(mcp, ledger)
+shop.add_url_rule("/ledger", view_func=login_required(ledger))
+
+
+async def vault() -> ResponseReturnValue:
+    """The deeds: an async view its URL routes behind login_required (a synchronous wrapper)."""
+    return {"vault": "the deeds"}
+
+
+view_tool(mcp, vault)
+shop.add_url_rule("/vault", view_func=login_required(vault))
+
+
+class Safe(MethodView):
+    """What the safe holds: its URL routes it behind login_required (the class given bare)."""
+
+    def get(self) -> ResponseReturnValue:
+        return {"safe": "the day's takings"}
+
+
+view_tool(mcp, Safe, name="safe")
+shop.add_url_rule("/safe", view_func=login_required(Safe.as_view("safe")))
+
+
 model_tools(
     mcp,
     Order,

@@ -181,6 +181,22 @@ def test_a_permission_on_the_view_hides_its_tool_and_its_blueprints_guard_applie
     assert clerk.call("takings")["structuredContent"] == {"total": "152.15"}
 
 
+@pytest.mark.parametrize("era", ERAS)
+def test_the_checks_its_url_wraps_a_bare_view_in_apply_to_its_tool(app: Flask, era: str, shop: dict[str, int]) -> None:
+    """``shop.add_url_rule("/ledger", view_func=login_required(ledger))`` with the tool of the
+    bare ``ledger`` (an async ``vault`` too; or of the class, where the URL routes a decorated
+    ``as_view()``): an anonymous caller is refused as a browser at that URL is, not served the
+    view unchecked."""
+    anonymous = Caller(app, None, era)
+    for name in ("ledger", "safe", "vault"):
+        refused = anonymous.call(name)
+        assert refused["isError"] is True and text(refused).startswith("Authentication required"), (name, refused)
+    bob = Caller(app, "bob", era)
+    assert bob.call("ledger")["structuredContent"] == {"ledger": "Bob & Sons owe 120.00"}
+    assert bob.call("safe")["structuredContent"] == {"safe": "the day's takings"}
+    assert bob.call("vault")["structuredContent"] == {"vault": "the deeds"}
+
+
 # -- models ------------------------------------------------------------------------------------
 
 
