@@ -13,10 +13,10 @@ returns ``(user, auth)`` or ``None``, and may raise DRF's ``AuthenticationFailed
 ``authenticate_header(request)`` names the scheme for a 401. DRF itself is optional: without
 it a class gets the Django request. With the setting, the endpoint decides who is calling the
 way an ``APIView`` does: the first class that authenticates sets ``request.user`` and
-``request.auth``; when none does the caller is anonymous (the session user counts only if
-``SessionAuthentication`` is listed); a failure is answered with a JSON-RPC error, 401 with
-``WWW-Authenticate`` when the first class names a scheme, else 403. Without the setting,
-``request.user`` is what the project's middleware made it.
+``request.auth`` (``request.auser()`` answers the same user); when none does the caller is
+anonymous (the session user counts only if ``SessionAuthentication`` is listed); a failure
+is answered with a JSON-RPC error, 401 with ``WWW-Authenticate`` when the first class names a
+scheme, else 403. Without the setting, ``request.user`` is what the project's middleware made it.
 """
 
 from __future__ import annotations
@@ -57,13 +57,23 @@ def authenticate(request: HttpRequest, authenticators: tuple[Any, ...]) -> HTTPR
                 return error_response(500, INTERNAL_ERROR, "Internal server error")
             return _refusal(wrapped, authenticators, exc, detail)
         if found is not None:
-            request.user, request.auth = found  # type: ignore[attr-defined]
+            _set_user(request, found[0], found[1])
             return None
     from django.contrib.auth.models import AnonymousUser
 
-    request.user = AnonymousUser()
-    request.auth = None  # type: ignore[attr-defined]
+    _set_user(request, AnonymousUser(), None)
     return None
+
+
+def _set_user(request: HttpRequest, user: Any, auth: Any) -> None:
+    """``request.user`` and ``request.auth``, and ``request.auser()`` answering the same user:
+    ``AuthenticationMiddleware``'s reads the session, which counts only when a class said so,
+    and async code (an async view's ``login_required``) asks it rather than ``request.user``."""
+
+    async def auser() -> Any:
+        return user
+
+    request.user, request.auth, request.auser = user, auth, auser  # type: ignore[attr-defined]
 
 
 def _drf_request(request: HttpRequest, authenticators: tuple[Any, ...]) -> Any:

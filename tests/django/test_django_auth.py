@@ -152,3 +152,23 @@ def test_a_refusal_that_is_not_about_credentials_keeps_its_status(path: str) -> 
         hasty = initialize(path, {"Authorization": "Other hasty"})
         assert hasty.status_code == 429 and "WWW-Authenticate" not in hasty
         assert hasty["Retry-After"] == "30"
+
+
+@pytest.mark.parametrize("path", ["/mcp-sync", "/mcp-async"])
+def test_request_auser_is_the_caller_the_classes_named(path: str, alice: User) -> None:
+    """An async view (and Django's async ``login_required``) asks ``await request.auser()``:
+    it is the user the classes named, as ``request.user`` is, not the session's user, which
+    counts only with ``SessionAuthentication`` listed."""
+    from tests.django import inprocess
+
+    whoami = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "whoami", "arguments": {}}}
+    whoami["params"]["_meta"] = inprocess.MODERN_META  # type: ignore[index]
+    headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "whoami"}
+
+    def seen(user: User | None, extra: dict[str, str]) -> Any:
+        answer = inprocess.reply(inprocess.post("tests.django.exposed_site", path, whoami, user, {**headers, **extra}))
+        return answer["result"]["structuredContent"]["user"]
+
+    with override_settings(MCP={**settings.MCP, "AUTHENTICATION_CLASSES": [KeyAuthentication]}):
+        assert seen(alice, {}) is None
+        assert seen(None, {"Authorization": "Key alice"}) == "alice"
