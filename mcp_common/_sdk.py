@@ -52,6 +52,20 @@ def registered_tools(server: Any) -> list[Any]:
     return list(manager.list_tools())
 
 
+def resource_and_prompt_functions(server: Any) -> list[tuple[str, Any]]:
+    """``(what, function)`` for each resource, resource template and prompt of an ``MCPServer``
+    (``what``: ``"resource 'uri'"``, ``"resource template 'uri'"``, ``"prompt 'name'"``)."""
+    found: list[tuple[str, Any]] = []
+    resources = getattr(server, "_resource_manager", None)
+    for uri, resource in getattr(resources, "_resources", {}).items():
+        found.append((f"resource {uri!r}", getattr(resource, "fn", None)))
+    for uri, template in getattr(resources, "_templates", {}).items():
+        found.append((f"resource template {uri!r}", getattr(template, "fn", None)))
+    for name, prompt in getattr(getattr(server, "_prompt_manager", None), "_prompts", {}).items():
+        found.append((f"prompt {name!r}", getattr(prompt, "fn", None)))
+    return found
+
+
 def request_identity(method: str, params: Any) -> tuple[str, str]:
     """The (target, arguments digest) the SDK's request-state boundary binds a state to.
 

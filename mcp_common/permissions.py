@@ -98,3 +98,38 @@ def asks_about_tools(request: Any) -> bool:
     except (ValueError, RecursionError):
         return False
     return isinstance(decoded, dict) and decoded.get("method") in TOOL_METHODS
+
+
+def unenforced_permissions(server: Any) -> list[str]:
+    """The resources, resource templates and prompts of ``server`` that carry a permission.
+
+    Permissions are checked for tools only: one of these would be served to every caller, what
+    it guards included, so the adapters refuse to start with them (a check that fails open is
+    worse than none: it looks like protection)."""
+    return [what for what, fn in _sdk.resource_and_prompt_functions(server) if _marked(fn)]
+
+
+def _marked(fn: Any) -> bool:
+    # The SDK keeps a resource's or prompt's function wrapped (pydantic's validate_call): a
+    # decorator above ``@mcp.prompt()`` marked the function inside.
+    for _ in range(100):  # a __wrapped__ chain that loops: give up
+        if fn is None:
+            return False
+        if getattr(fn, PERMISSION_ATTR, None) is not None:
+            return True
+        fn = getattr(fn, "__wrapped__", None)
+    return False
+
+
+def unenforced_message(what: str) -> str:
+    return (
+        f"{what} carries a permission, which only tools enforce: every caller would be served it. "
+        "Check the caller in its function, or serve it through a tool."
+    )
+
+
+def assert_enforced(server: Any, label: str = "MCP server") -> None:
+    """Raise ``TypeError`` naming what of ``server`` carries a permission nothing checks."""
+    unenforced = unenforced_permissions(server)
+    if unenforced:
+        raise TypeError(f"{label}: " + "; ".join(unenforced_message(what) for what in unenforced))

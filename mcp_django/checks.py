@@ -131,6 +131,19 @@ def check_elicitation_schemas(app_configs: Any = None, **kwargs: Any) -> list[Ch
     return messages
 
 
+@register("mcp")
+def check_permissions(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """A permission on a served server's resource or prompt, which nothing would check."""
+    from mcp_common.permissions import unenforced_message, unenforced_permissions
+
+    messages: list[CheckMessage] = []
+    for server in _served_servers():
+        name = getattr(_sdk.lowlevel_server(server), "name", "?")
+        for what in unenforced_permissions(server):
+            messages.append(Error(f"MCP server {name!r}: {unenforced_message(what)}", id="mcp_django.E006"))
+    return messages
+
+
 def _served_servers() -> list[Any]:
     """``MCP["SERVER"]`` and the servers of every MCP view in the URLconf, each once."""
     from django.core.exceptions import ImproperlyConfigured

@@ -17,6 +17,7 @@ from werkzeug.utils import ImportStringError, import_string
 from mcp_common import _sdk
 from mcp_common.config import MCPConfig
 from mcp_common.jsonrpc import dumps, error_body
+from mcp_common.permissions import assert_enforced
 from mcp_common.schemas import assert_server_schemas
 from mcp_flask.conf import apply_defaults, build_config
 from mcp_flask.endpoint import FlaskEndpoint
@@ -243,6 +244,7 @@ class MCP:
         for url, served in servers.items():
             # A nested elicitation model fails here, at start-up, not in front of a user mid-call.
             assert_server_schemas(served, label=f"MCP server at {url!r}")
+            assert_enforced(served, label=f"MCP server at {url!r}")
         engine = make_engine(app.config["MCP_DATABASE_URI"], app.config["MCP_ENGINE_OPTIONS"])
         store = SQLAlchemyStore(engine)
         state = MCPState(extension=self, config=config, engine=engine, store=store)

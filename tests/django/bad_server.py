@@ -1,10 +1,13 @@
-"""A server whose tool asks with a nested model: the system check must refuse it."""
+"""A server whose tool asks with a nested model, and whose resource and prompt carry a
+permission (checked for tools only): the system checks must refuse them."""
 
 from __future__ import annotations
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel
+
+from mcp_django import permission_required, user_passes_test
 
 mcp = MCPServer("Bad forms")
 
@@ -22,3 +25,15 @@ class Customer(BaseModel):
 async def register(ctx: Context) -> str:
     answer = await ctx.elicit("Who are you?", schema=Customer)
     return answer.action
+
+
+@mcp.resource("shop://takings")
+@permission_required("auth.view_user")
+def takings() -> str:
+    return "152.15 EUR"
+
+
+@user_passes_test(lambda user: user.is_staff)
+@mcp.prompt()
+def audit() -> str:
+    return "Audit the takings."

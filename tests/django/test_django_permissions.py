@@ -86,3 +86,17 @@ def test_the_decorator_wants_permission_names() -> None:
         permission_required()
     with pytest.raises(TypeError, match="permission names"):
         permission_required(lambda user: True)  # type: ignore[arg-type]
+
+
+def test_a_permission_on_a_resource_or_prompt_fails_the_system_check() -> None:
+    """A permission is checked for tools only: on a resource or a prompt every caller would be
+    served what it guards."""
+    from django.core.checks import run_checks
+    from django.test import override_settings
+
+    with override_settings(MCP={"SERVER": "tests.django.bad_server.mcp"}):
+        errors = [m.msg for m in run_checks(tags=["mcp"]) if m.id == "mcp_django.E006"]
+    assert len(errors) == 2, errors
+    assert "resource 'shop://takings'" in errors[0] and "prompt 'audit'" in errors[1]
+    # The example project's servers (including those routed in its URLconf) all pass.
+    assert not [m for m in run_checks(tags=["mcp"]) if m.id == "mcp_django.E006"]

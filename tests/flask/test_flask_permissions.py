@@ -71,3 +71,32 @@ def test_each_caller_is_offered_and_may_call_only_its_tools(
 def test_the_check_must_be_callable() -> None:
     with pytest.raises(TypeError, match="takes a check"):
         permission_required("admin")  # type: ignore[arg-type]
+
+
+def test_a_permission_on_a_resource_or_prompt_is_refused_at_start_up(make_app: Callable[..., Flask]) -> None:
+    """A permission is checked for tools only: on a resource or a prompt every caller would be
+    served what it guards, so the app does not start with one."""
+    server = build_server()
+    admin_only = permission_required(lambda: current_user.is_authenticated and current_user.is_admin)
+
+    @server.resource("shop://takings")
+    @admin_only
+    def takings() -> str:
+        return "152.15 EUR"
+
+    @admin_only
+    @server.resource("shop://tills/{till}")
+    def till(till: str) -> str:
+        return f"till {till}: 20.00 EUR"
+
+    @server.prompt()
+    @admin_only
+    def audit() -> str:
+        return "Audit the takings."
+
+    with pytest.raises(TypeError) as refused:
+        MCP(make_app(), server=server)
+    message = str(refused.value)
+    for what in ("resource 'shop://takings'", "resource template 'shop://tills/{till}'", "prompt 'audit'"):
+        assert what in message, message
+    assert "report" not in message
