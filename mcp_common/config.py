@@ -42,7 +42,8 @@ class MCPConfig:
 
     stream_hold_seconds: float = 25.0
     """How long an idle SSE stream (GET, or a resumed call stream) is held open before the
-    server closes it; the client reconnects with ``Last-Event-ID`` and loses nothing."""
+    server closes it; the client reconnects with ``Last-Event-ID`` and loses nothing. Under
+    WSGI, ``blocking_hold_seconds`` instead."""
 
     wait_detach_seconds: float = 0.25
     """Under WSGI (a thread per open response), a call that has waited this long for the
@@ -53,11 +54,13 @@ class MCPConfig:
     stream there.)"""
 
     wait_retry_ms: int = 1000
-    """The ``retry:`` hint of a stream ended while its call waits (see ``wait_detach_seconds``)."""
+    """The ``retry:`` hint of a stream ended while its call waits (see ``wait_detach_seconds``),
+    and of every SSE stream under WSGI (see ``blocking_hold_seconds``)."""
 
     blocking_hold_seconds: float = 0.5
-    """Under WSGI, how long a resumed call stream waits for new events before ending with the
-    ``wait_retry_ms`` hint."""
+    """Under WSGI, how long a resumed call stream, or a session's GET stream, waits for new
+    events before ending with the ``wait_retry_ms`` hint: every connected legacy client keeps
+    a GET stream open, and each open stream is a thread there."""
 
     poll_interval: float = 0.1
     """Seconds between database polls when an answer or event may come from another process."""

@@ -889,12 +889,13 @@ class LegacyProtocol:
                 return error_response(400, INVALID_REQUEST, "Malformed Last-Event-ID")
             stream_key, after = parsed
             return HTTPResponse(200, headers, stream=self._tail(session, stream_key, after, request.blocking))
-        return HTTPResponse(200, headers, stream=self._tail(session, GET_STREAM, None))
+        return HTTPResponse(200, headers, stream=self._tail(session, GET_STREAM, None, request.blocking))
 
     async def _tail(
         self, session: SessionRecord, stream_key: str, after: int | None, blocking: bool = False
     ) -> AsyncIterator[bytes]:
-        """Stream a stream's logged events, waiting for new ones for ``stream_hold_seconds``.
+        """Stream a stream's logged events, waiting for new ones for ``stream_hold_seconds``
+        (``blocking_hold_seconds`` under WSGI).
 
         A call stream ends with its final response; the GET stream, and any stream still
         silent when the hold time is up, end with a ``retry:`` hint so the client comes back
@@ -907,11 +908,11 @@ class LegacyProtocol:
         if after is None:
             # A fresh GET stream starts at what no GET stream has delivered yet.
             after = await endpoint.db(store.get_cursor, session_id)
-        # Under WSGI a resumed call stream is a short poll, not a parked thread.
-        short = blocking and stream_key != GET_STREAM
-        hold = config.blocking_hold_seconds if short else config.stream_hold_seconds
+        # Under WSGI a stream is a short poll, not a parked thread: the GET stream too, which
+        # every connected legacy client keeps open, so N idle clients would hold N threads.
+        hold = config.blocking_hold_seconds if blocking else config.stream_hold_seconds
         if is_version_at_least(session.protocol_version, "2025-11-25"):
-            yield sse_frame("", _event_id(stream_key, after), config.wait_retry_ms if short else config.sse_retry_ms)
+            yield sse_frame("", _event_id(stream_key, after), config.wait_retry_ms if blocking else config.sse_retry_ms)
         deadline = time.monotonic() + hold
         interval = config.poll_interval
         next_owner_check = 0.0

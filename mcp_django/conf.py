@@ -13,7 +13,7 @@
         "HEARTBEAT_INTERVAL": 10,            # seconds between a worker's heartbeats
         "WAIT_DETACH_SECONDS": 0.25,         # WSGI: free the thread of a call waiting this long
         "WAIT_RETRY_MS": 1000,               # ... and tell the client to resume after this
-        "BLOCKING_HOLD_SECONDS": 0.5,        # WSGI: how long a resumed call stream is held
+        "BLOCKING_HOLD_SECONDS": 0.5,        # WSGI: how long a GET or resumed call stream is held
         "JSON_RESPONSE": False,
         "ASYNC_VIEW": None,                  # None: async when settings.ASGI_APPLICATION is set
         "AUTHENTICATION_CLASSES": [],        # DRF-style classes deciding who calls (mcp_django.auth)

@@ -23,7 +23,7 @@
                             its SSE response (the client resumes from the event log), so no
                             worker thread waits on a human. Default 0.25.
 ``MCP_WAIT_RETRY_MS``       The ``retry:`` hint sent then, in ms. Default 1000.
-``MCP_BLOCKING_HOLD_SECONDS`` How long a resumed call stream is held under WSGI. Default 0.5.
+``MCP_BLOCKING_HOLD_SECONDS`` How long a GET or resumed call stream is held under WSGI. Default 0.5.
 ``MCP_JSON_RESPONSE``       Answer with JSON only, never SSE. Default ``False``.
 ``MCP_DATABASE_URI``        Where sessions, events and pending requests live. Default: the
                             app's ``SQLALCHEMY_DATABASE_URI`` when Flask-SQLAlchemy is set up,

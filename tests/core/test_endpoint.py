@@ -296,6 +296,30 @@ def test_under_wsgi_a_call_waiting_for_a_human_releases_its_thread() -> None:
     assert final["id"] == 12 and final["result"]["content"][0]["text"] == "Interviewed Lin"
 
 
+def test_under_wsgi_an_idle_get_stream_releases_its_thread() -> None:
+    """A legacy client keeps its session's GET stream open, reopening it whenever it ends.
+    Under WSGI an open stream is one of the server's threads: held for ``stream_hold_seconds``
+    (25 s by default), a gunicorn worker with four threads and four connected clients served
+    nobody else until a stream ended. An idle GET stream is a short poll there, as a resumed
+    call stream is, and what was logged for the session in between reaches the next one."""
+    store = MemoryStore()
+    point = endpoint(store, stream_hold_seconds=30, blocking_hold_seconds=0.1, wait_retry_ms=40)
+    session = initialize(point)
+    started = time.monotonic()
+    first = events(point, point.handle(request("GET", mcp_session_id=session, mcp_protocol_version=LEGACY)), 10)
+    assert time.monotonic() - started < 5, "an idle GET stream held its WSGI thread"
+    # It ended with an id to come back with (the priming event, whose retry hint is short).
+    assert first and first[-1]["id"] and not any(e["data"] for e in first)
+    note = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+    store.append_event(session, "get", json.dumps(note))
+    resumed = point.handle(
+        request("GET", mcp_session_id=session, mcp_protocol_version=LEGACY, last_event_id=first[-1]["id"])
+    )
+    started = time.monotonic()
+    assert [e["data"] for e in events(point, resumed, 10) if e["data"]] == [note]
+    assert time.monotonic() - started < 5, "a resumed GET stream held its WSGI thread"
+
+
 def test_a_quick_answer_arrives_on_the_open_stream() -> None:
     store = MemoryStore()
     point = endpoint(store, wait_detach_seconds=5)  # far longer than this client takes to answer
