@@ -29,7 +29,9 @@ from pydantic import BaseModel, Field
 from pydantic_core import to_jsonable_python
 
 from mcp_common import _sdk
+from mcp_common.jsonrpc import utf8_safe
 from mcp_common.permissions import PERMISSION_ATTR, TOOLS_ATTR, require
+from mcp_common.store import storable
 
 logger = logging.getLogger("mcp_common.expose")
 
@@ -166,25 +168,58 @@ def tool_function(
     description: str | None,
     arguments: ToolArguments,
     call: Callable[[dict[str, Any]], CallToolResult] | Callable[[dict[str, Any]], Awaitable[CallToolResult]],
+    database: bool = False,
 ) -> Callable[..., Any]:
     """A function for ``@server.tool()``: the SDK reads its signature for the input schema and
-    calls it with the validated arguments, which go to ``call`` as one dict."""
+    calls it with the validated arguments, which go to ``call`` as one dict.
+
+    Text ``call`` could not pass on is refused first, naming the argument (see
+    :func:`_uncarried`; ``database``: the arguments go into a query, so a NUL is refused too).
+    """
     if inspect.iscoroutinefunction(call):
 
         async def run_async(**kwargs: Any) -> CallToolResult:
-            return await call(kwargs)
+            refused = _uncarried(name, kwargs, database)
+            return refused if refused is not None else await call(kwargs)
 
         fn: Callable[..., Any] = run_async
     else:
 
         def run(**kwargs: Any) -> CallToolResult:
-            return call(kwargs)  # type: ignore[return-value]
+            refused = _uncarried(name, kwargs, database)
+            return refused if refused is not None else call(kwargs)  # type: ignore[return-value]
 
         fn = run
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = description
     _sign(fn, arguments)
     return fn
+
+
+def _uncarried(tool_name: str, values: Mapping[str, Any], database: bool) -> CallToolResult | None:
+    """The caller's error for an argument holding text nothing downstream can carry, else
+    ``None``. JSON may spell a lone surrogate (``"\\ud800"``), which has no UTF-8: no URL,
+    query string, body or database driver takes it, and the view or query would fail as a
+    server error, its traceback logged. A NUL is refused for a query (``database``):
+    PostgreSQL text cannot hold one, and SQLite compares text as ending at it (a search for
+    ``"\\x00"`` would match every row). A view gets a NUL as its URL would give it."""
+    for argument, value in values.items():
+        if _holds_uncarried(to_jsonable_python(value), database):
+            # The argument's name only, as the SDK logs a rejected argument: the value is the caller's.
+            logger.info("Tool %r rejected arguments: %r", tool_name, [argument])
+            what = "a NUL character or a lone surrogate" if database else "a lone surrogate"
+            return error(f"Invalid argument {argument!r}: its text holds {what}, which cannot be passed on.")
+    return None
+
+
+def _holds_uncarried(value: Any, database: bool) -> bool:
+    if isinstance(value, str):
+        return not storable(value) if database else not (value.isascii() or utf8_safe(value))
+    if isinstance(value, Mapping):
+        return any(_holds_uncarried(key, database) or _holds_uncarried(item, database) for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return any(_holds_uncarried(item, database) for item in value)
+    return False
 
 
 def retype_tool(server: Any, name: str, fn: Callable[..., Any], arguments: ToolArguments) -> None:
@@ -518,7 +553,7 @@ def add_tool(
     guard: Callable[[Callable[..., Any]], Any] | None,
 ) -> None:
     """Register a model tool on ``server``, hidden from callers ``guard`` (if any) refuses."""
-    fn = tool_function(name, description, spec, call)
+    fn = tool_function(name, description, spec, call, database=True)
     if guard is not None:
         guard(fn)
     register_tool(server, fn, name, description)

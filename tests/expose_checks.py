@@ -83,3 +83,22 @@ def check_a_path_argument_its_url_refuses(caller: Caller, refusal: str) -> None:
     for bad in ("../../settings.py", "a/b", ""):
         refused = caller.call("shop_file", slug=bad)
         assert refused["isError"] is True and text(refused).startswith(refusal), (bad, refused)
+
+
+def check_text_nothing_downstream_can_carry_is_refused(caller: Caller, caplog: pytest.LogCaptureFixture) -> None:
+    """A NUL (which PostgreSQL text cannot hold, and SQLite compares as the end of the text)
+    or a lone surrogate (which has no UTF-8, so no URL, body or driver can carry it) in a
+    model tool's text, or a lone surrogate in a view tool's, is the caller's mistake: an
+    error naming the argument, as for any argument of the wrong type, not a server error
+    with a traceback in the log (nor, on SQLite, every row matching a search for "\\x00")."""
+    calls = [
+        ("list_orders", {"search": "\x00"}, "search"),
+        ("list_orders", {"search": "A\ud800"}, "search"),
+        ("order_page", {"number": "A-\udfff"}, "number"),
+    ]
+    for name, arguments, argument in calls:
+        caplog.clear()
+        refused = caller.call(name, **arguments)
+        assert refused["isError"] is True, (arguments, refused)
+        assert "500" not in text(refused) and repr(argument) in text(refused), (arguments, refused)
+        assert not [record for record in caplog.records if record.exc_info], (arguments, caplog.text)

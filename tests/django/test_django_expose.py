@@ -24,6 +24,7 @@ from tests.expose_checks import (
     check_a_path_argument_its_url_refuses,
     check_an_html_page,
     check_pages_filters_and_search,
+    check_text_nothing_downstream_can_carry_is_refused,
     check_what_a_tool_cannot_return,
     text,
 )
@@ -390,6 +391,14 @@ def test_model_tools_need_the_models_view_permission_and_check_their_arguments(e
         answer = alice.send("tools/call", {"name": "list_orders", "arguments": bad}, "list_orders")
         assert answer["result"]["isError"] is True, bad
         assert "validation error" in text(answer["result"]), bad
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize("path", PATHS)
+def test_text_no_database_or_url_can_carry_is_a_clear_argument_error(
+    path: str, era: str, shop: dict[str, User], caplog: pytest.LogCaptureFixture
+) -> None:
+    check_text_nothing_downstream_can_carry_is_refused(Caller(path, era, shop["clerk"]), caplog)
 
 
 def test_model_tool_names_do_not_follow_the_language_active_at_registration() -> None:

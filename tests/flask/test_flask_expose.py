@@ -23,6 +23,7 @@ from tests.expose_checks import (
     check_a_path_argument_its_url_refuses,
     check_an_html_page,
     check_pages_filters_and_search,
+    check_text_nothing_downstream_can_carry_is_refused,
     check_what_a_tool_cannot_return,
     text,
 )
@@ -225,6 +226,13 @@ def test_model_tools_follow_their_permission_and_check_their_arguments(
         answer = alice.send("tools/call", {"name": "list_orders", "arguments": bad})
         assert answer["result"]["isError"] is True, bad
         assert "validation error" in text(answer["result"]), bad
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_text_no_database_or_url_can_carry_is_a_clear_argument_error(
+    app: Flask, era: str, shop: dict[str, int], caplog: pytest.LogCaptureFixture
+) -> None:
+    check_text_nothing_downstream_can_carry_is_refused(Caller(app, "clerk", era), caplog)
 
 
 # -- configuration -----------------------------------------------------------------------------
