@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+import httpx
 import pytest
 from mcp.shared.exceptions import MCPError
 from mcp.types import ElicitResult, TextContent
@@ -212,6 +213,9 @@ def test_the_django_demos_page_and_model_are_tools(
             assert text(page) == "Order 1002\nOrder 1002\nCustomer: Grace Hopper\nStatus: Shipped\nTotal: 17.50 EUR"
             missing = await client.call_tool("order_page", {"number": "9999"})
             assert missing.is_error and text(missing) == "404 Not Found"
+            # Not a number (a NUL, which PostgreSQL refuses in a query): no such order either.
+            nul = await client.call_tool("order_page", {"number": "10\u0000"})
+            assert nul.is_error and text(nul) == "404 Not Found"
             listed = await client.call_tool("list_orders", {"search": "ada", "page_size": 1})
             assert listed.structured_content is not None
             assert [row["number"] for row in listed.structured_content["results"]] == ["1003"]
@@ -221,5 +225,8 @@ def test_the_django_demos_page_and_model_are_tools(
             refused = await client.call_tool("list_orders", {"status": "lost"})
             assert refused.is_error
         assert len(workers.pids) >= 6
+        async with httpx.AsyncClient() as http:
+            page = await http.get(server.base_url + "/orders/%00")
+            assert page.status_code == 404, page.text
 
     asyncio.run(run())

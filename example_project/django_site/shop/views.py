@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from decimal import Decimal
 
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.utils.html import format_html
 
@@ -14,6 +14,10 @@ from example_project.django_site.shop.models import Order
 
 def order_page(request: HttpRequest, number: str) -> HttpResponse:
     """An order's page: its customer, status and total."""
+    if not (number.isascii() and number.isdigit()):
+        # Order numbers are digits: anything else is no order, on every database (PostgreSQL
+        # refuses a NUL in a query outright, which would be a server error).
+        raise Http404("No such order")
     order = get_object_or_404(Order, number=number)
     return HttpResponse(
         format_html(
