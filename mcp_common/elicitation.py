@@ -24,8 +24,11 @@ Completion from anywhere
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import functools
+import hashlib
+import hmac
 import json
 import logging
 import os
@@ -131,6 +134,33 @@ class ElicitUrl(Elicit[UrlConsent]):
         consent = _consent_model(self.url, self.elicitation_id)()
         consent._completed = True
         return consent
+
+
+def caller_elicitation_id(base: str) -> str:
+    """In a tool or a resolver: ``base`` made the calling user's own elicitation id
+    (``"hold-17"`` -> ``"hold-17.<digest>"``, the digest keyed with the application's secret
+    key, the same on every worker).
+
+    ``complete_elicitation(id)`` (a payment webhook, a task) completes every open question with
+    that id, whoever asked it. With an id any caller can ask under (``f"hold-{booking_id}"``),
+    a second user who asks the same question has it completed by the first user's payment, and
+    ``elicitation_completed`` then answers yes to them too. An id unique to one question (the
+    payment provider's checkout session id) needs nothing more; this makes one the caller's,
+    so one user's payment never completes another's question. Anonymous callers share one
+    identity, and so one id. Put it where the completion will come from (the payment link)."""
+    from mcp_common.endpoint import current_request
+
+    request = current_request.get()
+    endpoint = request.endpoint if request is not None else None
+    if endpoint is None:
+        raise RuntimeError("caller_elicitation_id() is for tools and resolvers, while an MCP request is served")
+    principal = "" if request.principal is None else "principal:" + request.principal  # type: ignore[union-attr]
+    digest = hmac.new(
+        endpoint.handle_keys[0], b"elicitation-id\0" + principal.encode("utf-8", "surrogatepass"), hashlib.sha256
+    ).digest()
+    elicitation_id = f"{base}.{base64.urlsafe_b64encode(digest[:12]).decode()}"
+    check_elicitation_id(elicitation_id)
+    return elicitation_id
 
 
 async def elicitation_completed(elicitation_id: str) -> bool:

@@ -14,6 +14,7 @@ __all__ = [
     "ElicitUrl",
     "UrlConsent",
     "acomplete_elicitation",
+    "caller_elicitation_id",
     "complete_elicitation",
     "elicitation_completed",
     "model_tools",

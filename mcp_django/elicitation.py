@@ -3,9 +3,22 @@ webhook, a Celery task, ``manage.py shell``."""
 
 from __future__ import annotations
 
-from mcp_common.elicitation import ElicitUrl, UrlConsent, complete_in_store, elicitation_completed
+from mcp_common.elicitation import (
+    ElicitUrl,
+    UrlConsent,
+    caller_elicitation_id,
+    complete_in_store,
+    elicitation_completed,
+)
 
-__all__ = ["ElicitUrl", "UrlConsent", "acomplete_elicitation", "complete_elicitation", "elicitation_completed"]
+__all__ = [
+    "ElicitUrl",
+    "UrlConsent",
+    "acomplete_elicitation",
+    "caller_elicitation_id",
+    "complete_elicitation",
+    "elicitation_completed",
+]
 
 
 def complete_elicitation(elicitation_id: str, server: str | None = None) -> int:

@@ -10,7 +10,13 @@ Then ``flask mcp migrate`` creates the tables that legacy sessions, elicitations
 
 from __future__ import annotations
 
-from mcp_flask.elicitation import ElicitUrl, UrlConsent, complete_elicitation, elicitation_completed
+from mcp_flask.elicitation import (
+    ElicitUrl,
+    UrlConsent,
+    caller_elicitation_id,
+    complete_elicitation,
+    elicitation_completed,
+)
 from mcp_flask.expose import model_tools, view_tool
 from mcp_flask.extension import MCP, MCPState, flask_login_principal, get_state
 from mcp_flask.migrations import migrate
@@ -25,6 +31,7 @@ __all__ = [
     "MCPView",
     "SQLAlchemyStore",
     "UrlConsent",
+    "caller_elicitation_id",
     "complete_elicitation",
     "elicitation_completed",
     "flask_login_principal",

@@ -5,9 +5,15 @@ from __future__ import annotations
 
 from flask import Flask
 
-from mcp_common.elicitation import ElicitUrl, UrlConsent, complete_in_store, elicitation_completed
+from mcp_common.elicitation import (
+    ElicitUrl,
+    UrlConsent,
+    caller_elicitation_id,
+    complete_in_store,
+    elicitation_completed,
+)
 
-__all__ = ["ElicitUrl", "UrlConsent", "complete_elicitation", "elicitation_completed"]
+__all__ = ["ElicitUrl", "UrlConsent", "caller_elicitation_id", "complete_elicitation", "elicitation_completed"]
 
 
 def complete_elicitation(elicitation_id: str, server: str | None = None, *, app: Flask | None = None) -> int:

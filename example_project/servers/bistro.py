@@ -16,7 +16,7 @@ from mcp.server.mcpserver import (
 )
 from pydantic import BaseModel, Field
 
-from mcp_common.elicitation import ElicitUrl, UrlConsent, elicitation_completed
+from mcp_common.elicitation import ElicitUrl, UrlConsent, caller_elicitation_id, elicitation_completed
 
 mcp = MCPServer("Bistro")
 
@@ -63,11 +63,17 @@ async def confirm_deposit(booking_id: str, ctx: Context) -> str:
 
 async def deposit_link(booking_id: str) -> UrlConsent | ElicitUrl:
     """Resolver: every hold needs the deposit, so it sends the user to pay, unless the payment
-    provider already reported this guest's payment (its webhook completed the elicitation)."""
+    provider already reported this guest's payment (its webhook completed the elicitation).
+
+    The id is the caller's own (``caller_elicitation_id``): a payment completes every open
+    question with its id, and another user asking to hold the same booking must not have
+    theirs completed by this user's payment. The payment link carries it to the provider,
+    whose webhook reports it back."""
+    elicitation_id = caller_elicitation_id(f"hold-{booking_id}")
     question = ElicitUrl(
         "A 20 EUR deposit holds your table.",
-        url=f"https://pay.example.com/deposit/{booking_id}",
-        elicitation_id=f"hold-{booking_id}",
+        url=f"https://pay.example.com/deposit/{booking_id}?ref={elicitation_id}",
+        elicitation_id=elicitation_id,
     )
     if await elicitation_completed(question.elicitation_id):
         return question.completed()

@@ -375,26 +375,36 @@ def bistro(store: MemoryStore) -> MCPEndpoint:
 
 
 PAID = "Deposit received: table held for booking 7."
-PAY_AT = "https://pay.example.com/deposit/7"
+PAY_AT = "https://pay.example.com/deposit/7?ref="
+
+
+def paid_ref(url: str) -> str:
+    """The elicitation id the example's payment link carries to the provider (its webhook
+    reports it back)."""
+    assert url.startswith(PAY_AT + "hold-7."), url
+    return url.partition("?ref=")[2]
 
 
 def test_a_2026_call_observes_its_callers_completed_url_question_and_is_not_sent_again() -> None:
     store = MemoryStore()
     point = bistro(store)
     key, question, handle = ask(point, "hold_table", {"booking_id": "7"}, principal="alice")
-    assert question["params"]["url"] == PAY_AT
+    alices = paid_ref(question["params"]["url"])
+    # Bob asks to hold the same booking too, before Alice pays: his question has an id of his own.
+    bobs = paid_ref(ask(point, "hold_table", {"booking_id": "7"}, principal="bob")[1]["params"]["url"])
+    assert bobs != alices
     args = {"booking_id": "7"}
     answer = {key: {"action": "accept"}}
     status, body = call(point, "hold_table", args, "alice", FORM_AND_URL, inputResponses=answer, requestState=handle)
-    assert body["result"]["content"][0]["text"] == f"Holding booking 7; complete the payment at {PAY_AT}."
-    # Nothing reported the payment yet: a new call asks again.
-    assert ask(point, "hold_table", args, principal="alice")[1]["params"]["url"] == PAY_AT
-    moved, _ = complete_in_store(store, "hold-7")  # the payment provider's webhook
-    assert len(moved) == 2
+    assert body["result"]["content"][0]["text"] == f"Holding booking 7; complete the payment at {PAY_AT}{alices}."
+    # Nothing reported the payment yet: a new call asks again, under the same id.
+    assert ask(point, "hold_table", args, principal="alice")[1]["params"]["url"] == PAY_AT + alices
+    moved, _ = complete_in_store(store, alices)  # the payment provider's webhook
+    assert len(moved) == 2 and {row.principal for row in moved} == {"alice"}
     status, body = call(point, "hold_table", args, "alice", FORM_AND_URL)
     assert status == 200 and body["result"]["content"][0]["text"] == PAID
-    # Another caller's question is theirs: Alice's payment does not answer it.
-    assert ask(point, "hold_table", args, principal="bob")[1]["params"]["url"] == PAY_AT
+    # Bob's question is his: Alice's payment does not answer it, asked before it or after.
+    assert ask(point, "hold_table", args, principal="bob")[1]["params"]["url"] == PAY_AT + bobs
 
 
 def test_elicitation_completed_needs_a_request_being_served() -> None:
@@ -975,8 +985,9 @@ def test_a_legacy_call_observes_a_completed_url_question_and_is_not_sent_again()
     response = legacy_call(asking, session, "hold_table", {"booking_id": "7"})
     seen = run_answering(asking, answering, session, response, {"action": "accept"})
     assert seen[0]["method"] == "elicitation/create"
-    assert seen[-1]["result"]["content"][0]["text"] == f"Holding booking 7; complete the payment at {PAY_AT}."
-    complete_in_store(store, "hold-7")
+    paid = paid_ref(seen[0]["params"]["url"])
+    assert seen[-1]["result"]["content"][0]["text"] == f"Holding booking 7; complete the payment at {PAY_AT}{paid}."
+    complete_in_store(store, paid)
     again = follow(answering, session, legacy_call(answering, session, "hold_table", {"booking_id": "7"}, call_id=6))
     assert [message.get("method") for message in again if "method" in message] == []
     assert again[-1]["result"]["content"][0]["text"] == PAID

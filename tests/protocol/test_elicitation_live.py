@@ -98,6 +98,13 @@ async def handle_elicitation(context: ClientRequestContext, params: ElicitReques
 printed: list[str] = []
 
 
+def paid_ref(printed_link: str, booking_id: str) -> str:
+    """The elicitation id the example bistro's payment link carries (the caller's own)."""
+    prefix = f"Open this link to continue: https://pay.example.com/deposit/{booking_id}?ref=hold-{booking_id}."
+    assert printed_link.startswith(prefix), printed_link
+    return printed_link.partition("?ref=")[2]
+
+
 @pytest.mark.slow
 def test_seed_examples_under_four_workers(four_workers: LiveServer) -> None:
     live = four_workers
@@ -179,11 +186,10 @@ def test_seed_examples_under_four_workers(four_workers: LiveServer) -> None:
             printed.clear()
             async with spread_client(live.url("/bistro"), mode, workers, elicitation_callback=handle_elicitation) as c:
                 held = text(await c.call_tool("hold_table", {"booking_id": f"h-{mode}"}))
-            assert (
-                held == f"Holding booking h-{mode}; complete the payment at https://pay.example.com/deposit/h-{mode}."
-            )
-            assert printed == [f"Open this link to continue: https://pay.example.com/deposit/h-{mode}"]
-            (row,) = elicitation_rows(live, elicitation_id=f"hold-h-{mode}")
+            (link,) = printed
+            ref = paid_ref(link, f"h-{mode}")
+            assert held == f"Holding booking h-{mode}; complete the payment at {link.split(': ', 1)[1]}."
+            (row,) = elicitation_rows(live, elicitation_id=ref)
             assert (row["mode"], row["status"]) == ("url", "accepted")
         await spread_session(live.url("/library"), "legacy", workers)
         await replayed_and_forged_states_are_refused(live)
@@ -434,13 +440,13 @@ def test_webhook_and_celery_complete_url_elicitations(four_workers: LiveServer) 
                     await wait_for(notes, "deposit-c")
                     assert notes.completed().count("deposit-w") == 1
             # A 2026-07-28 client has no stream to notify: the row records the completion.
+            printed.clear()
             async with spread_client(
                 live.url("/bistro"), "2026-07-28", WorkerLog(), elicitation_callback=handle_elicitation
             ) as c:
                 await c.call_tool("hold_table", {"booking_id": "m"})
-            assert (await http.post(webhook, json={"elicitation_id": "hold-m"}, headers=token)).json() == {
-                "completed": 1
-            }
+            hold_m = paid_ref(printed[0], "m")  # the payment link carries the id to the provider
+            assert (await http.post(webhook, json={"elicitation_id": hold_m}, headers=token)).json() == {"completed": 1}
             # The next call's resolver observes the completed row: the guest is not sent to pay again.
             printed.clear()
             for mode in MODES:
@@ -450,7 +456,7 @@ def test_webhook_and_celery_complete_url_elicitations(four_workers: LiveServer) 
                     held = text(await c.call_tool("hold_table", {"booking_id": "m"}))
                 assert held == "Deposit received: table held for booking m.", mode
             assert printed == []
-        (row,) = elicitation_rows(live, elicitation_id="hold-m")
+        (row,) = elicitation_rows(live, elicitation_id=hold_m)
         assert row["status"] == "completed"
         statuses = {r["elicitation_id"]: r["status"] for r in elicitation_rows(live, mode="url")}
         assert statuses["deposit-w"] == "completed"
