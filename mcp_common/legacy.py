@@ -115,6 +115,18 @@ WORKER_LOST = (
 )
 
 
+CALL_LOST = "The server process running this call stopped before it finished; the call did not complete"
+
+OWNER_METHOD = "mcp/callOwner"
+"""The ``method`` of a call stream's owner row (see :meth:`CallStream.note_owner`); never sent."""
+
+
+def owner_key(stream_key: str) -> str:
+    """The request id of a call stream's owner row: no request sent to a client has it (theirs
+    start with ``srv-``), so no client's answer can claim the row."""
+    return f"owner-{stream_key}"
+
+
 CALL_CANCELLED = "mcpCallCancelled"
 """Set in the answer recorded for a question whose call the client cancelled (never sent)."""
 
@@ -145,10 +157,18 @@ class CallStream:
     loses it.
     """
 
-    def __init__(self, endpoint: MCPEndpoint, session: SessionRecord, priming: bool, blocking: bool = False) -> None:
+    def __init__(
+        self,
+        endpoint: MCPEndpoint,
+        session: SessionRecord,
+        priming: bool,
+        blocking: bool = False,
+        call_id: RequestId | None = None,
+    ) -> None:
         self.endpoint = endpoint
         self.session = session
         self.stream_key = uuid.uuid4().hex
+        self.call_id = call_id
         self.priming = priming
         self.detach_on_wait = blocking and priming
         """End the HTTP response when the call starts waiting for the client (see
@@ -157,6 +177,51 @@ class CallStream:
         self.attached = True
         self.persisted = False
         self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._owner_noted: asyncio.Task[None] | None = None
+
+    async def note_owner(self) -> None:
+        """Record, once, which worker runs this call and its JSON-RPC id.
+
+        A client that lost the stream resumes it on any worker; if the worker running the call
+        died meanwhile, nothing would ever end the stream. The row lets the resuming worker see
+        that (:meth:`LegacyProtocol._end_if_orphaned`) and end the call with an error, and its
+        answer column is the claim that lets one worker do so. Written before the stream's first
+        logged event other than the final response, or once the call has run for
+        ``wait_detach_seconds``: a quick call that sends nothing but its answer writes nothing
+        more than before.
+        """
+        if self._owner_noted is None:
+            params = dumps({"owner": worker_id(), "callId": self.call_id})
+            store = self.endpoint.store
+            write = self.endpoint.db(
+                store.create_pending, self.session.session_id, owner_key(self.stream_key), OWNER_METHOD, params
+            )
+            self._owner_noted = asyncio.ensure_future(write)
+        noting = self._owner_noted
+        try:
+            # Shielded: a send cancelled while the row is written must not cancel the write
+            # that the stream's other sends wait for.
+            await asyncio.shield(noting)
+        except Exception:
+            if self._owner_noted is noting:
+                self._owner_noted = None  # the next send tries again
+            raise
+
+    def note_owner_later(self) -> None:
+        """The call outlived ``wait_detach_seconds``: note its owner in a task of its own."""
+        if self._owner_noted is None:
+            task = asyncio.ensure_future(self.note_owner())
+            task.add_done_callback(_log_failure)
+            self.endpoint.track(task)
+
+    async def forget_owner(self) -> None:
+        """The call answered (its final response is logged): its owner row has served."""
+        if self._owner_noted is not None:
+            with contextlib.suppress(Exception):
+                await self._owner_noted
+                await self.endpoint.db(
+                    self.endpoint.store.delete_pending, self.session.session_id, owner_key(self.stream_key)
+                )
 
     async def send(self, message: Mapping[str, Any], *, final: bool = False) -> None:
         data = dumps(message)
@@ -166,6 +231,8 @@ class CallStream:
             self._queue.put_nowait(sse_frame(data))
             self._queue.put_nowait(None)
             return
+        if not final and (self._owner_noted is None or not self._owner_noted.done()):
+            await self.note_owner()
         event_id = await self.endpoint.db(
             self.endpoint.store.append_event, self.session.session_id, self.stream_key, data, final
         )
@@ -212,6 +279,11 @@ class CallStream:
                 # The client went away mid-call: from now on every event goes to the log only.
                 self.attached = False
                 self.persisted = True
+
+
+def _log_failure(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        logger.warning("Could not record which worker runs a call", exc_info=exc)
 
 
 @dataclass
@@ -591,6 +663,7 @@ class LegacyProtocol:
                 session,
                 priming=is_version_at_least(session.protocol_version, "2025-11-25"),
                 blocking=request.blocking,
+                call_id=message.id,
             )
             if streaming
             else None
@@ -637,9 +710,14 @@ class LegacyProtocol:
         async def run_call() -> None:
             # In this task's context, before the handler runs: the response's headers leave at once.
             self.endpoint.stream_started(request, _tool_name(message) or message.method)
+            # A call still running after this long is worth a row saying which worker runs it.
+            note_owner = asyncio.get_running_loop().call_later(
+                self.endpoint.config.wait_detach_seconds, stream.note_owner_later
+            )
             try:
                 reply = {"jsonrpc": "2.0", "id": message.id, "result": await run}
             except asyncio.CancelledError:
+                note_owner.cancel()
                 reply = _error_reply(message.id, request_cancelled())
                 if self.waiters.has_ended(session.session_id):
                     # The session is gone with its event log: an attached client hears the end,
@@ -651,8 +729,10 @@ class LegacyProtocol:
                 raise
             except Exception as exc:
                 reply = _error_reply(message.id, exc)
+            note_owner.cancel()
             try:
                 await stream.send(reply, final=True)
+                await stream.forget_owner()
             except Exception:
                 # The answer could not be logged (the database failed): the attached client
                 # still gets a JSON-RPC error and its stream ends, instead of waiting forever.
@@ -709,8 +789,9 @@ class LegacyProtocol:
         self, session: SessionRecord, message: JSONRPCResponse | JSONRPCError, raw: Any
     ) -> None:
         request_id = str(message.id)
-        if not storable(request_id):
-            # No request of ours has one (a NUL, a lone surrogate): unknown, like any other.
+        if not storable(request_id) or request_id.startswith(owner_key("")):
+            # No request of ours has one (a NUL, a lone surrogate), nor is one of our owner rows
+            # (an answer would end the call's claim): unknown, like any other.
             logger.info("Dropped an answer to unknown or already answered request %r", request_id[:64])
             return
         payload = dumps(raw)
@@ -941,40 +1022,57 @@ class LegacyProtocol:
             interval = min(interval * 2, 1.0)
 
     async def _end_if_orphaned(self, session_id: str, stream_key: str) -> bool:
-        """End a resumed call stream whose worker died while it waited for the client.
+        """End a resumed call stream whose worker died while the call ran.
 
-        The answer (if it arrived) stays on the elicitation row; the call itself cannot go on
-        without the process that ran it, so it ends with a clear error and the row says so.
+        The call cannot go on without the process that ran it, so it ends with a clear error.
+        A question it waited on keeps its answer (if it arrived), and its row says the call did
+        not complete. The worker and the call's id come from the stream's owner row (see
+        :meth:`CallStream.note_owner`), or, for a stream without one, from the question's row.
         Returns whether the stream was ended.
         """
         endpoint = self.endpoint
         store = endpoint.store
         rows = await endpoint.db(store.stream_elicitations, session_id, stream_key)
         waiting = [r for r in rows if r.owner and r.call_id is not None and r.detail is None]
-        if not waiting:
+        row = waiting[-1] if waiting else None
+        noted = await endpoint.db(store.get_pending, session_id, owner_key(stream_key))
+        if noted is not None:
+            if noted.response is not None:
+                return False  # ended by another worker already: its final error is in the log
+            owner_row = json.loads(noted.params)
+            owner, call_id = owner_row.get("owner"), owner_row.get("callId")
+        elif row is not None:
+            owner, call_id = row.owner, json.loads(row.call_id or "null")
+        else:
             return False
-        row = waiting[-1]
         stale_after = 3 * endpoint.config.heartbeat_interval
-        if await endpoint.db(owner_alive, store, row.owner, stale_after):
+        if not isinstance(owner, str) or await endpoint.db(owner_alive, store, owner, stale_after):
             return False
-        detail = WORKER_LOST
-        # The status stays what the user did (an answer arriving later is still recorded);
-        # the detail says the call itself ended with an error. Setting it is the claim: of two
-        # workers resuming the stream at once, one appends the final error.
-        claimed = await endpoint.db(
-            functools.partial(
-                store.update_elicitation,
-                row.id,
-                row.status,
-                time.time(),
-                detail=detail,
-                from_statuses=(row.status,),
-                without_detail=True,
-            )
+        detail = WORKER_LOST if row is not None else CALL_LOST
+        reply = error_body(INTERNAL_ERROR, detail, call_id, {"elicitation": row.id} if row is not None else None)
+        # Of two workers resuming the stream at once, one wins the claim and appends the final
+        # error: the owner row's answer (first come, first served, as any client's answer), or,
+        # for a stream without one, the question row's detail.
+        claimed = noted is not None and await endpoint.db(
+            store.answer_pending, session_id, noted.request_id, dumps(reply)
         )
+        if row is not None and (claimed or noted is None):
+            # The status stays what the user did (an answer arriving later is still recorded);
+            # the detail says the call itself ended with an error.
+            marked = await endpoint.db(
+                functools.partial(
+                    store.update_elicitation,
+                    row.id,
+                    row.status,
+                    time.time(),
+                    detail=detail,
+                    from_statuses=(row.status,),
+                    without_detail=True,
+                )
+            )
+            claimed = claimed or marked
         if not claimed:
             return False
-        reply = error_body(INTERNAL_ERROR, detail, json.loads(row.call_id or "null"), {"elicitation": row.id})
         await endpoint.db(store.append_event, session_id, stream_key, dumps(reply), True)
         return True
 

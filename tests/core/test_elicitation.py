@@ -24,6 +24,7 @@ from mcp.server.mcpserver import (
     ElicitationResult,
     Resolve,
 )
+from mcp.types import SamplingMessage, TextContent
 from pydantic import BaseModel
 
 from example_project.servers.bistro import mcp as bistro_server
@@ -103,6 +104,21 @@ def build_server() -> MCPServer:
             "Pay.", url=f"https://pay.example.com/{booking_id}", elicitation_id=f"dep-{booking_id}"
         )
         return "paying" if result.action == "accept" else f"no payment ({result.action})"
+
+    @server.tool()
+    async def nap(seconds: float, ctx: Context) -> str:
+        await ctx.report_progress(0, 1, "napping")
+        await asyncio.sleep(seconds)
+        return "rested"
+
+    @server.tool()
+    async def ask_llm(ctx: Context) -> str:
+        result = await ctx.session.create_message(
+            messages=[SamplingMessage(role="user", content=TextContent(type="text", text="Hi?"))],
+            max_tokens=10,
+            related_request_id=ctx.request_id,
+        )
+        return f"LLM said {result.content.text}"
 
     @server.tool()
     async def confirm(booking_id: str, ctx: Context) -> str:
@@ -599,6 +615,9 @@ def test_completing_an_id_never_asked_here_notifies_the_calling_session() -> Non
     assert get_stream_messages(point, session) == [complete]
 
 
+DEAD_WORKER = "elsewhere:1234:dead"
+
+
 def orphaned_call(store: MemoryStore, asking: MCPEndpoint, answering: MCPEndpoint) -> tuple[str, str, str]:
     """A legacy call (id 77) that asked a question, then lost its worker; the user's answer
     reached ``answering``. Returns the session, the stream's last event id and the row's id."""
@@ -606,26 +625,28 @@ def orphaned_call(store: MemoryStore, asking: MCPEndpoint, answering: MCPEndpoin
     # The asking worker will "die" once it has asked: from then on it never reads the store
     # again (its poll for answers given to other workers never runs).
     asking.legacy.poller.add = lambda session_id, request_id: None  # type: ignore[method-assign]
-    response = legacy_call(asking, session, "interview", {}, call_id=77)
-    stream = asking.iter_body(response)
-    question = None
-    last_id = None
-    for chunk in stream:
-        text = chunk.decode()
-        for line in text.split("\n"):
-            if line.startswith("id: "):
-                last_id = line[4:]
-            if line.startswith("data: ") and line[6:]:
-                question = json.loads(line[6:])
-        if question:
-            break
-    stream.close()
+    # The asking process dies (its tool coroutine is gone): here, it is a worker on another
+    # machine that stopped beating long ago.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("mcp_common.legacy.worker_id", lambda: DEAD_WORKER)
+        store.beat_worker(DEAD_WORKER, time.time() - 3600)
+        response = legacy_call(asking, session, "interview", {}, call_id=77)
+        stream = asking.iter_body(response)
+        question = None
+        last_id = None
+        for chunk in stream:
+            text = chunk.decode()
+            for line in text.split("\n"):
+                if line.startswith("id: "):
+                    last_id = line[4:]
+                if line.startswith("data: ") and line[6:]:
+                    question = json.loads(line[6:])
+            if question:
+                break
+        stream.close()
     assert question["method"] == "elicitation/create" and last_id is not None
     (row,) = store._elicitations.values()
-    # The asking process dies (its tool coroutine is gone): here, the row's owner is a worker
-    # on another machine that stopped beating long ago.
-    store._elicitations[row.id] = row.__class__(**{**row.__dict__, "owner": "elsewhere:1234:dead"})
-    store.beat_worker("elsewhere:1234:dead", time.time() - 3600)
+    assert row.owner == DEAD_WORKER
     reply = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept", "content": {"name": "Kept"}}}
     assert answering.handle(legacy(session, reply)).status == 202
     return session, last_id, row.id
@@ -648,6 +669,72 @@ def test_a_call_whose_worker_died_ends_with_a_clear_error_and_keeps_the_answer()
     row = store.get_elicitation(row_id)
     assert row.status == "accepted" and json.loads(row.answer) == {"name": "Kept"}
     assert "stopped while it waited" in row.detail
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "capabilities", "sent"),
+    [
+        ("nap", {"seconds": 60}, {}, "notifications/progress"),
+        ("ask_llm", {}, {"sampling": {}}, "sampling/createMessage"),
+    ],
+)
+def test_a_plain_call_whose_worker_died_ends_with_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, tool: str, arguments: dict[str, Any], capabilities: dict[str, Any], sent: str
+) -> None:
+    """A call that is not waiting on a question (a tool sleeping after its progress, one
+    waiting for a sampling answer) loses its worker while the client is attached: the client
+    resumes the stream on another worker and gets the same clear error, not an endless poll."""
+    store = MemoryStore()
+    asking, survivor = endpoint(store), endpoint(store, stream_hold_seconds=5)
+    session = initialize(asking, capabilities)
+    # The asking process is a worker on another machine that stopped beating long ago.
+    monkeypatch.setattr("mcp_common.legacy.worker_id", lambda: DEAD_WORKER)
+    store.beat_worker(DEAD_WORKER, time.time() - 3600)
+    body = {
+        "jsonrpc": "2.0",
+        "id": 78,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments, "_meta": {"progressToken": "p"}},
+    }
+    stream = asking.iter_body(asking.handle(legacy(session, body)))
+    last_id = None
+    for chunk in stream:
+        fields = dict(line.split(": ", 1) for line in chunk.decode().strip().split("\n") if ": " in line)
+        last_id = fields.get("id", last_id)
+        if fields.get("data") and json.loads(fields["data"]).get("method") == sent:
+            break
+    stream.close()  # the worker dies: the client's connection breaks
+    monkeypatch.undo()
+    assert last_id is not None
+    final = resume(survivor, session, last_id)[-1]
+    assert final["id"] == 78 and final.get("error", {}).get("code") == -32603, final
+    assert "stopped" in final["error"]["message"]
+    # Ended once: a client resuming after the error hears nothing more.
+    stream_key = last_id.rpartition(".")[0]
+    (ended,) = [e for e in store.events_after(session, stream_key, 0) if e.final]
+    assert resume(endpoint(store, stream_hold_seconds=0.3), session, f"{stream_key}.{ended.event_id}") == []
+    asking.close()
+
+
+def test_a_call_that_outlives_the_detach_time_is_resumable_after_its_worker_died(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A call that sends nothing at all (past its priming event) and whose worker dies after
+    ``wait_detach_seconds``: its resumed stream ends with the error too."""
+    store = MemoryStore()
+    asking, survivor = endpoint(store, wait_detach_seconds=0.05), endpoint(store, stream_hold_seconds=5)
+    session = initialize(asking, {})
+    monkeypatch.setattr("mcp_common.legacy.worker_id", lambda: DEAD_WORKER)
+    store.beat_worker(DEAD_WORKER, time.time() - 3600)
+    stream = asking.iter_body(legacy_call(asking, session, "nap", {"seconds": 60}, call_id=79))
+    priming = next(stream).decode()
+    last_id = priming.split("id: ", 1)[1].split("\n", 1)[0]
+    stream.close()
+    assert wait_for(lambda: any(r.session_id == session for r in store._pending.values()))
+    monkeypatch.undo()
+    final = resume(survivor, session, last_id)[-1]
+    assert final["id"] == 79 and "stopped" in final["error"]["message"], final
+    asking.close()
 
 
 class MeetingStore(MemoryStore):

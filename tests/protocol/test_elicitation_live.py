@@ -279,6 +279,50 @@ def test_worker_killed_while_waiting_for_the_answer(four_workers: LiveServer) ->
     assert "stopped while it waited for the client" in row["detail"]
 
 
+class CallWorker:
+    """Response hook: the process that took the last ``tools/call`` (the example apps' header)."""
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+
+    async def __call__(self, response: httpx2.Response) -> None:
+        if response.request.method == "POST" and b'"tools/call"' in response.request.content:
+            self.pid = int(response.headers["x-example-worker"])
+
+
+@pytest.mark.parametrize("tool", ["test_sampling", "test_tool_with_progress"])
+def test_worker_killed_while_a_plain_call_runs(four_workers: LiveServer, tool: str) -> None:
+    """The worker running a call dies while the call waits for a sampling answer, or right
+    after its first progress report: the official client's resumed stream ends with a clear
+    error instead of reconnecting forever."""
+    live = four_workers
+    worker = CallWorker()
+    killed: list[int] = []
+
+    def kill() -> None:
+        if not killed:
+            assert worker.pid is not None
+            os.kill(worker.pid, signal.SIGKILL)
+            killed.append(worker.pid)
+
+    async def kill_then_answer(context: ClientRequestContext, params: Any) -> Any:
+        kill()
+        return await sampling(context, params)
+
+    async def kill_on_progress(progress: float, total: float | None, message: str | None) -> None:
+        kill()
+
+    async def run() -> None:
+        url = live.url("/conformance")
+        async with spread_client(url, "legacy", worker, sampling_callback=kill_then_answer) as c:  # type: ignore[arg-type]
+            with pytest.raises(MCPError, match="stopped before it finished"):
+                arguments = {"prompt": "Hi?"} if tool == "test_sampling" else {}
+                await asyncio.wait_for(c.call_tool(tool, arguments, progress_callback=kill_on_progress), 60)
+
+    asyncio.run(run())
+    assert len(killed) == 1
+
+
 # -- 50 rounds, round-robin over 4 workers ------------------------------------------------------
 
 
