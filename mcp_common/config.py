@@ -74,6 +74,12 @@ class MCPConfig:
     intervals (or, on the same host, whose process is gone) is ended with an error when its
     client resumes the stream; the same beat marks overdue elicitations expired."""
 
+    db_threads: int = 8
+    """Threads (each with its own database connection, once used) per endpoint and process for
+    the store's queries that no request's thread takes: the heartbeat, a legacy call's work after
+    its stream ended, every store query under ASGI. Budget the database's connections with it:
+    up to this many per MCP URL and process, besides the request threads' own."""
+
     json_response: bool = False
     """Answer every request with JSON, never SSE (loses mid-call server-to-client requests)."""
 

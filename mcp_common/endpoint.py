@@ -130,7 +130,7 @@ class MCPEndpoint:
         store: SessionStore,
         *,
         runner: LoopRunner | None = None,
-        db_threads: int = 8,
+        db_threads: int | None = None,
     ) -> None:
         _sdk.install_elicitation_schema_cache()
         _sdk.install_url_capability_gate(is_url_question)
@@ -157,7 +157,7 @@ class MCPEndpoint:
         self.legacy = LegacyProtocol(self)
         self.fast = FastPath(self)
         self._fixed_runner = runner
-        self._db_threads = db_threads
+        self._db_threads = db_threads if db_threads is not None else config.db_threads
         self._pid: int | None = None
         self._lock = threading.Lock()
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None

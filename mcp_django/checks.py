@@ -68,6 +68,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         value = user.get(key, DEFAULTS[key])
         if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
             messages.append(Error(f'MCP["{key}"] must be a positive number, got {value!r}.', id="mcp_django.E003"))
+    value = user.get("DB_THREADS", DEFAULTS["DB_THREADS"])
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        messages.append(Error(f'MCP["DB_THREADS"] must be a positive integer, got {value!r}.', id="mcp_django.E003"))
     value = user.get("WAIT_DETACH_SECONDS", DEFAULTS["WAIT_DETACH_SECONDS"])
     if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
         messages.append(

@@ -14,6 +14,7 @@
         "WAIT_DETACH_SECONDS": 0.25,         # WSGI: free the thread of a call waiting this long
         "WAIT_RETRY_MS": 1000,               # ... and tell the client to resume after this
         "BLOCKING_HOLD_SECONDS": 0.5,        # WSGI: how long a GET or resumed call stream is held
+        "DB_THREADS": 8,                     # database threads per MCP URL and process (connections)
         "JSON_RESPONSE": False,
         "ASYNC_VIEW": None,                  # None: async when settings.ASGI_APPLICATION is set
         "AUTHENTICATION_CLASSES": [],        # DRF-style classes deciding who calls (mcp_django.auth)
@@ -48,6 +49,7 @@ DEFAULTS: dict[str, Any] = {
     "WAIT_DETACH_SECONDS": 0.25,
     "WAIT_RETRY_MS": 1000,
     "BLOCKING_HOLD_SECONDS": 0.5,
+    "DB_THREADS": 8,
     "JSON_RESPONSE": False,
     "ASYNC_VIEW": None,
     "AUTHENTICATION_CLASSES": [],
@@ -112,6 +114,7 @@ class MCPSettings:
             wait_detach_seconds=float(self.WAIT_DETACH_SECONDS),
             wait_retry_ms=int(self.WAIT_RETRY_MS),
             blocking_hold_seconds=float(self.BLOCKING_HOLD_SECONDS),
+            db_threads=int(self.DB_THREADS),
             json_response=bool(self.JSON_RESPONSE),
         )
 

@@ -24,6 +24,8 @@
                             worker thread waits on a human. Default 0.25.
 ``MCP_WAIT_RETRY_MS``       The ``retry:`` hint sent then, in ms. Default 1000.
 ``MCP_BLOCKING_HOLD_SECONDS`` How long a GET or resumed call stream is held under WSGI. Default 0.5.
+``MCP_DB_THREADS``          Database threads (each with its connection) per MCP URL and process,
+                            for the store's queries no request's thread takes. Default 8.
 ``MCP_JSON_RESPONSE``       Answer with JSON only, never SSE. Default ``False``.
 ``MCP_DATABASE_URI``        Where sessions, events and pending requests live. Default: the
                             app's ``SQLALCHEMY_DATABASE_URI`` when Flask-SQLAlchemy is set up,
@@ -65,6 +67,7 @@ DEFAULTS: dict[str, Any] = {
     "MCP_HEARTBEAT_INTERVAL": 10.0,
     "MCP_WAIT_DETACH_SECONDS": 0.25,
     "MCP_WAIT_RETRY_MS": 1000,
+    "MCP_DB_THREADS": 8,
     "MCP_BLOCKING_HOLD_SECONDS": 0.5,
     "MCP_JSON_RESPONSE": False,
     "MCP_DATABASE_URI": None,
@@ -169,6 +172,7 @@ def build_config(app: Flask) -> MCPConfig:
         poll_interval=_number(config, "MCP_POLL_INTERVAL", "seconds"),
         request_state_ttl=_number(config, "MCP_REQUEST_STATE_TTL", "seconds"),
         heartbeat_interval=_number(config, "MCP_HEARTBEAT_INTERVAL", "seconds"),
+        db_threads=_integer(config, "MCP_DB_THREADS", "threads", 1),
         wait_detach_seconds=_number(config, "MCP_WAIT_DETACH_SECONDS", "seconds", zero=True),
         wait_retry_ms=_integer(config, "MCP_WAIT_RETRY_MS", "milliseconds", 0),
         blocking_hold_seconds=_number(config, "MCP_BLOCKING_HOLD_SECONDS", "seconds"),

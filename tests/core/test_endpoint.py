@@ -838,6 +838,33 @@ def test_an_idle_endpoint_has_each_database_thread_close_its_connections() -> No
         point.close()
 
 
+@pytest.mark.parametrize(("configured", "expected"), [(None, 6), (2, 2)])
+def test_db_threads_bounds_the_threads_and_so_the_connections_of_the_endpoints_store(
+    configured: int | None, expected: int
+) -> None:
+    """``MCPConfig.db_threads`` (``MCP["DB_THREADS"]``, ``MCP_DB_THREADS``): the most database
+    threads (each with its connection) one endpoint uses at once in a process, default 8."""
+    settings: dict[str, Any] = {"secret_keys": (SECRET,)}
+    if configured is not None:
+        settings["db_threads"] = configured
+    point = MCPEndpoint(build_server(), MCPConfig(**settings), MemoryStore())
+    used: set[str] = set()
+
+    def query() -> None:
+        used.add(threading.current_thread().name)
+        time.sleep(0.1)
+
+    async def six_at_once() -> None:
+        await asyncio.gather(*(point.db(query) for _ in range(6)))
+
+    try:
+        assert point.handle(modern_call("steps", {})).status == 200  # the process's machinery
+        point.runner.run(six_at_once())
+    finally:
+        point.shutdown()
+    assert len(used) == expected, used
+
+
 class SlowSweep(MemoryStore):
     """A store whose expiry sweep takes a while (a busy database)."""
 

@@ -6,6 +6,7 @@ import json
 import time
 
 import pytest
+from django.conf import settings
 from django.core.checks import run_checks
 from django.test import Client, override_settings
 from django.urls import path
@@ -50,6 +51,11 @@ def test_system_checks() -> None:
         assert "mcp_django.E002" in check_ids()
     with override_settings(MCP={"POLL_INTERVAL": 0}):
         assert "mcp_django.E003" in check_ids()
+    for threads in (0, 2.5, True):
+        with override_settings(MCP={"DB_THREADS": threads}):
+            assert "mcp_django.E003" in check_ids()
+    with override_settings(MCP={**settings.MCP, "DB_THREADS": 2}):
+        assert check_ids() == set() and mcp_settings.build_config().db_threads == 2
     with override_settings(MIDDLEWARE=["django.middleware.common.CommonMiddleware"]):
         assert "mcp_django.W002" in check_ids()
     with override_settings(SECRET_KEY="short"):

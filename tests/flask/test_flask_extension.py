@@ -208,9 +208,11 @@ def test_values_from_config(make_app: Callable[..., Flask]) -> None:
         MCP_STREAM_HOLD_SECONDS=2,
         MCP_POLL_INTERVAL=0.5,
         MCP_JSON_RESPONSE=True,
+        MCP_DB_THREADS=3,
     )
     MCP(app, server=server)
     config = get_state(app).config
+    assert config.db_threads == 3
     assert config.allowed_hosts == (".example.com",)
     assert config.allowed_origins == ("https://app.example.com",)
     assert (config.max_body_size, config.session_ttl, config.request_timeout) == (1000, 60.0, 5.0)
@@ -227,6 +229,8 @@ def test_values_from_config(make_app: Callable[..., Flask]) -> None:
         ("MCP_POLL_INTERVAL", True),
         ("MCP_MAX_BODY_SIZE", 1.5),
         ("MCP_SSE_RETRY_MS", -1),
+        ("MCP_DB_THREADS", 0),
+        ("MCP_DB_THREADS", 2.5),
         ("MCP_ALLOWED_HOSTS", "example.com"),
         ("MCP_ALLOWED_ORIGINS", [1]),
         ("MCP_JSON_RESPONSE", "yes"),
