@@ -6,8 +6,9 @@ is bounded below the next minor release for the same reason.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from mcp.server.lowlevel.server import Server
@@ -393,12 +394,13 @@ def install_tool_context(tool_context: Any, async_tool_context: Any) -> None:
 
             async def fn(**kwargs: Any) -> Any:
                 async with async_tool_context():
-                    return await inner(**kwargs)
+                    with stops_are_failures():
+                        return await inner(**kwargs)
 
         else:
 
             def fn(**kwargs: Any) -> Any:
-                with tool_context():
+                with tool_context(), stops_are_failures():
                     return inner(**kwargs)
 
             # Under WSGI: on the request's own thread while it waits (mcp_common.home), not
@@ -415,6 +417,17 @@ def install_tool_context(tool_context: Any, async_tool_context: Any) -> None:
     FuncMetadata.call_fn = call_fn  # type: ignore[method-assign]
 
 
+@contextlib.contextmanager
+def stops_are_failures() -> Iterator[None]:
+    """A tool or resolver raising ``SystemExit`` or ``KeyboardInterrupt`` (a library calling
+    ``sys.exit()``) fails like one raising any other exception, as on the fast path: raised in
+    a task, either would stop the endpoint's event loop, and every call of the process with it."""
+    try:
+        yield
+    except (SystemExit, KeyboardInterrupt) as exc:
+        raise RuntimeError(f"the tool raised {type(exc).__name__}") from exc
+
+
 class _ToThreadInContext:
     """``anyio.to_thread`` whose ``run_sync`` enters ``tool_context()`` on the worker thread."""
 
@@ -429,7 +442,7 @@ class _ToThreadInContext:
         tool_context = self._tool_context
 
         def in_context(*inner: Any) -> Any:
-            with tool_context():
+            with tool_context(), stops_are_failures():
                 return func(*inner)
 
         ran, result = await call_at_home(functools.partial(in_context, *args))
@@ -467,7 +480,8 @@ def install_resolver_context(tool_context: Any, async_tool_context: Any) -> None
 
     async def resolve_arguments(*args: Any, **kwargs: Any) -> Any:
         async with async_tool_context():
-            return await original(*args, **kwargs)
+            with stops_are_failures():
+                return await original(*args, **kwargs)
 
     resolve_arguments.__doc__ = original.__doc__
     base.resolve_arguments = resolve_arguments  # type: ignore[attr-defined]

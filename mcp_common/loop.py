@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import logging
 import os
 import threading
 import weakref
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     from mcp_common.home import HomeThread
 
 T = TypeVar("T")
+
+logger = logging.getLogger("mcp_common")
 
 
 class LoopRunner:
@@ -72,7 +75,15 @@ class LoopRunner:
             await self._stop.wait()
 
         try:
-            self._loop.run_until_complete(main())
+            forever = self._loop.create_task(main())
+            while True:
+                try:
+                    self._loop.run_until_complete(forever)
+                    break
+                except (SystemExit, KeyboardInterrupt):
+                    # Raised in one of its tasks (code of the application's that the core did
+                    # not wrap): that task ends with it, the loop and every other call go on.
+                    logger.exception("A task on the MCP event loop raised; the loop goes on")
             # Let lifespans and in-flight calls unwind instead of being destroyed mid-await.
             pending = [t for t in asyncio.all_tasks(self._loop) if not t.done()]
             for task in pending:

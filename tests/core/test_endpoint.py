@@ -1190,3 +1190,65 @@ def test_a_legacy_request_whose_id_no_row_can_hold_is_refused_before_its_tool_ru
     asked = point.handle(legacy(session, {"jsonrpc": "2.0", "id": "x" * 253, **call}))
     assert asked.status == 200 and asked.headers["Content-Type"] == "text/event-stream"
     point.close()
+
+
+_stops: list[BaseException] = []
+"""What the ``leave*`` tools raise (set by the test)."""
+
+
+def _leave() -> Any:
+    stop = _stops[-1]
+    raise type(stop)(*stop.args)
+
+
+def _resolve_leaving() -> str:
+    return _leave()
+
+
+def leaving_server() -> MCPServer:
+    server = MCPServer("Leaving")
+
+    @server.tool()
+    async def leave_async(ctx: Context) -> str:
+        return _leave()
+
+    @server.tool()
+    def leave_sync(ctx: Context) -> str:
+        return _leave()
+
+    @server.tool()
+    def leave_resolving(value: Annotated[str, Resolve(_resolve_leaving)], ctx: Context) -> str:
+        return value
+
+    @server.tool()
+    def echo(text: str) -> str:
+        return text
+
+    return server
+
+
+@pytest.mark.parametrize("stop", [SystemExit(3), KeyboardInterrupt()])
+@pytest.mark.parametrize("tool", ["leave_async", "leave_sync", "leave_resolving"])
+@pytest.mark.parametrize("era", ["legacy", "2026-07-28"])
+def test_a_tool_that_raises_system_exit_fails_like_any_other_and_the_endpoint_goes_on(
+    era: str, tool: str, stop: BaseException
+) -> None:
+    """A library calling ``sys.exit()`` in a tool (or resolver) the SDK runs: the call fails
+    as with any exception, and the process's other calls go on. Raised in a task, it stopped
+    the endpoint's event loop: that call, and every later one of the process, hung."""
+    _stops.append(stop)
+    point = MCPEndpoint(leaving_server(), MCPConfig(secret_keys=(SECRET,)), MemoryStore())
+    try:
+        if era == "legacy":
+            session = initialize(point, {})
+            body = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": tool, "arguments": {}}}
+            reply = [e["data"] for e in events(point, point.handle(legacy(session, body))) if e["data"]][-1]
+        else:
+            reply = json.loads(point.handle(modern_call(tool, {})).body)
+        assert reply["result"]["isError"] is True, reply
+        assert reply["result"]["content"][0]["text"] == f"Error executing tool {tool}"
+        after = json.loads(point.handle(modern_call("echo", {"text": "still here"})).body)
+        assert after["result"]["content"][0]["text"] == "still here"
+    finally:
+        point.close()
+        _stops.clear()

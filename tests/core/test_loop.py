@@ -40,3 +40,28 @@ def test_process_exit_ends_streams_instead_of_waiting_for_them() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["sent", "first", "exiting", "stream", "ended"]
+
+
+def test_a_task_raising_system_exit_ends_itself_not_the_loop() -> None:
+    """Code of the application's that the core does not wrap (a lifespan, a middleware) raising
+    ``SystemExit`` in a task on the loop: that task ends with it; the loop serves on."""
+    import asyncio
+
+    import pytest
+
+    from mcp_common.loop import LoopRunner
+
+    async def leave() -> None:
+        await asyncio.sleep(0)
+        raise SystemExit(3)
+
+    async def answer() -> int:
+        return 42
+
+    runner = LoopRunner()
+    try:
+        with pytest.raises(SystemExit):
+            runner.run(leave())
+        assert runner.run(answer()) == 42
+    finally:
+        runner.stop()
