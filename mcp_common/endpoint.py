@@ -396,7 +396,7 @@ class MCPEndpoint:
         if runner.in_loop_thread():
             coro.close()
             raise RuntimeError("a call was run from the event loop's own thread")
-        home = HomeThread()
+        home = HomeThread(cleanup=getattr(self.store, "close_thread_connections", None))
         token = current_home.set(home)
         try:
             outcome = runner.submit(coro)  # the call's task copies this context, home included

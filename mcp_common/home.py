@@ -16,12 +16,15 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import logging
 import queue
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+logger = logging.getLogger("mcp_common")
 
 _Item = tuple["concurrent.futures.Future[Any]", Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 
@@ -41,8 +44,11 @@ class HomeThread:
     Work it does not start within :data:`PATIENCE` runs on a thread of its own, so nothing ever
     waits for a thread that went elsewhere; after :meth:`close` :meth:`try_submit` refuses."""
 
-    def __init__(self) -> None:
+    def __init__(self, cleanup: Callable[[], None] | None = None) -> None:
+        """``cleanup``: run on a thread that ran work handed over from here, as it ends (the
+        store closes the connections the work opened there)."""
         self.thread = threading.current_thread()
+        self._cleanup = cleanup
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._open = True
@@ -101,7 +107,9 @@ class HomeThread:
         for _ in range(wakes):  # a wait() that came back meanwhile still needs its wake-up
             self._queue.put(None)
         if left:
-            threading.Thread(target=_run_all, args=(left,), name="mcp-home-leftovers", daemon=True).start()
+            threading.Thread(
+                target=_run_all, args=(left, self._cleanup), name="mcp-home-leftovers", daemon=True
+            ).start()
 
     def wait(self, outcome: concurrent.futures.Future[Any]) -> None:
         """On the home thread: run the work submitted until ``outcome`` is done."""
@@ -162,9 +170,16 @@ def _run(item: _Item) -> None:
         _here.depth -= 1
 
 
-def _run_all(items: list[_Item]) -> None:
-    for item in items:
-        _run(item)
+def _run_all(items: list[_Item], cleanup: Callable[[], None] | None) -> None:
+    try:
+        for item in items:
+            _run(item)
+    finally:
+        if cleanup is not None:
+            try:
+                cleanup()
+            except Exception:
+                logger.warning("Closing a thread's database connections failed", exc_info=True)
 
 
 def open_home() -> HomeThread | None:

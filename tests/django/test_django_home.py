@@ -31,6 +31,11 @@ def fresh_records() -> Any:
     home_site.seen.clear()
     yield
     home_site.seen.clear()
+    # The endpoint's own database threads (its heartbeat) keep their connections: closed here,
+    # or a test database on PostgreSQL could not be dropped.
+    from mcp_django.registry import get_endpoint
+
+    get_endpoint(home_site.home).shutdown()
 
 
 def post(client: Client, body: dict[str, Any], **headers: str) -> Any:
