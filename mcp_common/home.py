@@ -32,6 +32,13 @@ current_home: contextvars.ContextVar[HomeThread | None] = contextvars.ContextVar
 """The home thread of the call being served, set in the context its coroutine runs in."""
 
 
+_tools_away: contextvars.ContextVar[bool] = contextvars.ContextVar("mcp_common_home_tools_away", default=False)
+"""Set in a call's task whose sync tools and resolvers must not run at home (:func:`keep_tools_away`)."""
+
+_holding: contextvars.ContextVar[HomeThread | None] = contextvars.ContextVar("mcp_common_home_holding", default=None)
+"""In the context of sync code :func:`call_at_home` runs: the home thread it holds."""
+
+
 PATIENCE = 0.25
 """Seconds work waits for a home thread that is away (writing a frame of the call's stream to
 its client, or held by a test that reads the stream later or on another thread) before it runs
@@ -188,15 +195,34 @@ def open_home() -> HomeThread | None:
     return home if home is not None and home.is_open else None
 
 
+def keep_tools_away() -> None:
+    """In a call's task, before its handler runs: the call may wait for its client's answer to
+    a question sent on the stream the home thread writes (a legacy call whose client declared
+    it can be asked). Its sync tools and resolvers then run on threads of their own: one run
+    at home would hold the only thread that can send the question, and wait for its answer
+    forever."""
+    _tools_away.set(True)
+
+
+def holding_home() -> bool:
+    """Whether this context is that of sync code run at home by :func:`call_at_home` (or of
+    what it runs on the loop through ``anyio.from_thread``): its home thread cannot write
+    anything to the client until that code returns."""
+    return _holding.get() is not None
+
+
 async def call_at_home(fn: Callable[[], T]) -> tuple[bool, T | None]:
     """On the loop: ``(True, fn())`` run on the call's home thread, in a copy of this context,
     as an AnyIO worker thread of this loop (``anyio.from_thread`` works in it as it does on
-    the thread ``anyio.to_thread`` would have used); ``(False, None)`` without an open home."""
+    the thread ``anyio.to_thread`` would have used); ``(False, None)`` without an open home,
+    or for a call that keeps its tools away from it (:func:`keep_tools_away`)."""
     home = open_home()
-    if home is None:
+    if home is None or _tools_away.get():
         return False, None
     token = _anyio_token()
-    future = home.try_submit(_as_worker, token, contextvars.copy_context().run, fn)
+    context = contextvars.copy_context()
+    context.run(_holding.set, home)
+    future = home.try_submit(_as_worker, token, context.run, fn)
     if future is None:
         return False, None
     return True, await asyncio.wrap_future(future)

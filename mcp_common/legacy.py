@@ -69,6 +69,7 @@ from mcp_common.elicitation import (
     to_url_params,
     worker_id,
 )
+from mcp_common.home import holding_home, keep_tools_away
 from mcp_common.http import HTTPRequest, HTTPResponse
 from mcp_common.jsonrpc import (
     SSE_HEADERS,
@@ -683,12 +684,13 @@ class LegacyProtocol:
             progress_token=progress_token_from_params(message.params),
             tool=_tool_name(message),
         )
+        connection = self._connection(session)
         run = _sdk.serve_one(
             self.endpoint.lowlevel,
             dctx,
             message.method,
             message.params,
-            connection=self._connection(session),
+            connection=connection,
             lifespan_state=self.endpoint.lifespan_state,
         )
         headers = {"Mcp-Session-Id": session.session_id}
@@ -714,6 +716,8 @@ class LegacyProtocol:
             note_owner = asyncio.get_running_loop().call_later(
                 self.endpoint.config.wait_detach_seconds, stream.note_owner_later
             )
+            if request.blocking and _can_be_asked(connection):
+                keep_tools_away()
             try:
                 reply = {"jsonrpc": "2.0", "id": message.id, "result": await run}
             except asyncio.CancelledError:
@@ -822,6 +826,11 @@ class LegacyProtocol:
         call_id: RequestId | None = None,
     ) -> dict[str, Any]:
         """Send a request to the client and wait, in any process, for its answer."""
+        if stream is not None and holding_home():
+            # Asked by sync code on the WSGI request's own thread (a client that declared no
+            # way to be asked keeps its tools there): that thread writes this stream, and
+            # could never send the question.
+            raise NoBackChannelError(method)
         endpoint = self.endpoint
         store = endpoint.store
         session_id = session.session_id
@@ -1085,6 +1094,15 @@ class LegacyProtocol:
         await self.endpoint.db(self.endpoint.store.delete_session, session.session_id)
         self.waiters.end_session(session.session_id)
         return HTTPResponse(200)
+
+
+def _can_be_asked(connection: Connection) -> bool:
+    """Whether the session's client declared it answers a server's requests (elicitation,
+    sampling, roots)."""
+    capabilities = connection.client_capabilities
+    return capabilities is not None and any(
+        getattr(capabilities, name, None) is not None for name in ("elicitation", "sampling", "roots")
+    )
 
 
 def _tool_name(message: JSONRPCRequest) -> str | None:

@@ -1,0 +1,113 @@
+"""Under WSGI a call's blocking work runs on its request's own thread while that thread waits
+for it (``mcp_common.home``), and that thread is also the one that writes the call's SSE
+stream to its client. These tests serve each request as a WSGI server does: ``handle()`` and
+the stream's iteration on one thread."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import anyio.from_thread
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+
+from mcp_common import MCPEndpoint
+from mcp_common.config import MCPConfig
+from mcp_common.http import HTTPRequest
+from mcp_common.store import MemoryStore
+from tests.core.test_endpoint import SECRET, Name, initialize, legacy
+
+
+def build_server() -> MCPServer:
+    server = MCPServer("Home")
+
+    @server.tool()
+    def sync_interview(ctx: Context) -> str:
+        """A sync tool (on the request's thread) that waits for its client's answer."""
+        answer = anyio.from_thread.run(ctx.elicit, "Your name?", Name)
+        return f"Interviewed {answer.data.name}" if answer.action == "accept" else f"No interview ({answer.action})"
+
+    return server
+
+
+def endpoint(store: MemoryStore, **config: Any) -> MCPEndpoint:
+    return MCPEndpoint(build_server(), MCPConfig(secret_keys=(SECRET,), poll_interval=0.02, **config), store)
+
+
+def serve_as_wsgi(point: MCPEndpoint, request: HTTPRequest, on_message: Any = None, timeout: float = 10.0) -> list[Any]:
+    """The messages of ``request``'s answer, served and read on one thread of its own as a WSGI
+    server does; ``on_message`` sees each as it arrives. Fails after ``timeout`` rather than
+    hanging the test."""
+    seen: list[Any] = []
+    failure: list[BaseException] = []
+    ended = threading.Event()
+
+    def serve() -> None:
+        try:
+            response = point.handle(request)
+            if response.stream is None:
+                seen.append(json.loads(response.body))
+                return
+            for chunk in point.iter_body(response):
+                for line in chunk.decode().splitlines():
+                    if line.startswith("data: ") and line[6:].strip():
+                        seen.append(json.loads(line[6:]))
+                        if on_message is not None:
+                            on_message(seen[-1])
+        except BaseException as exc:
+            failure.append(exc)
+        finally:
+            ended.set()
+
+    threading.Thread(target=serve, name="wsgi-request", daemon=True).start()
+    assert ended.wait(timeout), f"the answer did not end within {timeout:.0f} s (messages so far: {seen!r})"
+    if failure:
+        raise failure[0]
+    return seen
+
+
+SYNC_INTERVIEW = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "sync_interview"}}
+
+
+def reply(question: dict[str, Any], **outcome: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": question["id"], **outcome}
+
+
+def test_a_sync_tool_waiting_for_its_legacy_client_gets_its_answer() -> None:
+    """The question goes out on the stream the request's thread writes: a sync tool that waits
+    for the answer must not hold that thread (it waited forever, its question never sent)."""
+    point = endpoint(MemoryStore())
+    try:
+        session = initialize(point, {"elicitation": {}})
+
+        def answer(message: dict[str, Any]) -> None:
+            if message.get("method") == "elicitation/create":
+                accepted = reply(message, result={"action": "accept", "content": {"name": "Grace"}})
+                assert point.handle(legacy(session, accepted)).status == 202
+
+        seen = serve_as_wsgi(point, legacy(session, SYNC_INTERVIEW), answer)
+        assert seen[0]["method"] == "elicitation/create"
+        assert seen[-1]["result"]["content"][0]["text"] == "Interviewed Grace", seen
+    finally:
+        point.close()
+
+
+def test_a_sync_tool_asking_a_legacy_client_that_cannot_be_asked_fails_at_once() -> None:
+    """A client that declared no way to be asked (no elicitation, sampling or roots) has its
+    sync tools run at home; one that asks anyway gets an error at once (the call's answer), rather than
+    waiting (until the request times out) for a question its thread cannot send."""
+    point = endpoint(MemoryStore())
+    try:
+        session = initialize(point, {})
+
+        def refuse(message: dict[str, Any]) -> None:
+            if message.get("method") == "elicitation/create":  # as a client without the capability
+                refused = reply(message, error={"code": -32601, "message": "Method not found"})
+                assert point.handle(legacy(session, refused)).status == 202
+
+        seen = serve_as_wsgi(point, legacy(session, SYNC_INTERVIEW), refuse)
+        assert seen[-1]["id"] == 5 and "error" in seen[-1], seen
+    finally:
+        point.close()
