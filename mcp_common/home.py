@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import functools
 import logging
 import queue
 import threading
@@ -69,8 +70,8 @@ class HomeThread:
 
     def try_submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T] | None:
         """``fn(*args, **kwargs)`` queued for the home thread; ``None`` once it is closed. While
-        the thread is away or runs other work (which may wait for this one: a sync tool
-        calling back into the loop with ``anyio.from_thread``) it gets :data:`PATIENCE`."""
+        the thread is away or runs other work it gets :data:`PATIENCE` (work that waits for
+        the loop through ``anyio.from_thread`` takes it meanwhile: :meth:`wait`)."""
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
         with self._lock:
             if not self._open:
@@ -119,10 +120,15 @@ class HomeThread:
             ).start()
 
     def wait(self, outcome: concurrent.futures.Future[Any]) -> None:
-        """On the home thread: run the work submitted until ``outcome`` is done."""
+        """On the home thread: run the work submitted until ``outcome`` is done. Also from
+        the work it runs, when that waits for the loop (a sync tool's ``anyio.from_thread``
+        call): what the loop needs of the thread meanwhile (a notification's event-log write)
+        runs at once, on the same connection, rather than on another thread after
+        :data:`PATIENCE`."""
         outcome.add_done_callback(self._wake)
         with self._lock:
-            self._inside = True
+            nested = self._busy
+            self._inside, self._busy = True, False
         try:
             while not outcome.done():
                 item = self._queue.get()
@@ -137,7 +143,10 @@ class HomeThread:
                         self._busy = False
         finally:
             with self._lock:
-                self._inside = False
+                if nested:
+                    self._busy = True  # back to the work that waited
+                else:
+                    self._inside = False
                 if not self._queue.empty() and self._open:
                     self._watch_for_absence()
 
@@ -222,7 +231,7 @@ async def call_at_home(fn: Callable[[], T]) -> tuple[bool, T | None]:
     token = _anyio_token()
     context = contextvars.copy_context()
     context.run(_holding.set, home)
-    future = home.try_submit(_as_worker, token, context.run, fn)
+    future = home.try_submit(_as_worker, home, token, context.run, fn)
     if future is None:
         return False, None
     return True, await asyncio.wrap_future(future)
@@ -237,19 +246,71 @@ def _anyio_token() -> Any:
         return None
 
 
-def _as_worker(token: Any, fn: Callable[..., T], *args: Any) -> T:
+def _as_worker(home: HomeThread, token: Any, fn: Callable[..., T], *args: Any) -> T:
     if token is None:
         return fn(*args)
     try:
         from anyio._core._eventloop import threadlocals
+        from anyio.lowlevel import EventLoopToken
     except ImportError:  # pragma: no cover - an AnyIO that moved it: from_thread needs a token
         return fn(*args)
-    had = getattr(threadlocals, "current_token", None)
-    threadlocals.current_token = token
+    had = getattr(threadlocals, "current_token", None), getattr(threadlocals, "mcp_home", None)
+    threadlocals.current_token = EventLoopToken(_waiting_at_home(token.backend_class), token.native_token)
+    threadlocals.mcp_home = home
     try:
         return fn(*args)
     finally:
-        if had is None:
-            del threadlocals.current_token
-        else:
-            threadlocals.current_token = had
+        for name, value in zip(("current_token", "mcp_home"), had, strict=True):
+            if value is None:
+                delattr(threadlocals, name)
+            else:
+                setattr(threadlocals, name, value)
+
+
+@functools.cache
+def _waiting_at_home(backend: type[Any]) -> type[Any]:
+    """AnyIO's ``backend``, whose ``from_thread`` calls made by work at home wait for the loop
+    in :meth:`HomeThread.wait`: the call on the loop may need the thread meanwhile."""
+
+    class WaitingAtHome(backend):  # type: ignore[misc,valid-type]
+        @classmethod
+        def run_async_from_thread(cls, func: Callable[..., Any], args: tuple[Any, ...], token: object) -> Any:
+            loop = token or _current_token().native_token
+            done = asyncio.run_coroutine_threadsafe(_awaited(func, args), loop)
+            return _wait_at_home(done)
+
+        @classmethod
+        def run_sync_from_thread(cls, func: Callable[..., Any], args: tuple[Any, ...], token: object) -> Any:
+            loop = token or _current_token().native_token
+            done: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+            def call() -> None:
+                if done.set_running_or_notify_cancel():
+                    try:
+                        done.set_result(func(*args))
+                    except BaseException as exc:
+                        done.set_exception(exc)
+
+            loop.call_soon_threadsafe(call)
+            return _wait_at_home(done)
+
+    return WaitingAtHome
+
+
+def _current_token() -> Any:
+    from anyio._core._eventloop import threadlocals
+
+    return threadlocals.current_token
+
+
+async def _awaited(func: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    return await func(*args)
+
+
+def _wait_at_home(done: concurrent.futures.Future[T]) -> T:
+    from anyio._core._eventloop import threadlocals
+
+    home: HomeThread | None = getattr(threadlocals, "mcp_home", None)
+    if home is not None and home.thread is threading.current_thread():
+        home.wait(done)
+    return done.result()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from typing import Annotated, Any
 
+import anyio.from_thread
 from django.contrib.auth.models import User
 from django.db import connection
 from django.urls import path
@@ -62,6 +63,16 @@ def ask_ok(ctx: Context) -> Ok | Elicit[Ok]:
 def users_after_asking(ok: Annotated[Ok, Resolve(ask_ok)], ctx: Context) -> str:
     """Asks its client through a resolver, then counts (2026-07-28: two requests)."""
     return f"{ok.ok}: {_record('users_after_asking')}"
+
+
+@home.tool()
+def users_with_progress(ctx: Context) -> int:
+    """A sync tool taking a Context that reports progress and logs before it counts: each
+    notification goes back through the event loop (``anyio.from_thread``)."""
+    for step in range(3):
+        anyio.from_thread.run(ctx.report_progress, step, 3)
+        anyio.from_thread.run(ctx.info, f"step {step}")
+    return _record("users_with_progress")
 
 
 urlpatterns = [path("home-mcp", MCPView.as_view(server=home))]

@@ -82,11 +82,15 @@ def legacy_session(client: Client) -> str:
     return session
 
 
-def legacy_call(client: Client, session: str, name: str) -> dict[str, Any]:
-    body = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": name, "arguments": {}}}
+def legacy_call(client: Client, session: str, name: str, **params: Any) -> dict[str, Any]:
+    return legacy_messages(client, session, name, **params)[-1]
+
+
+def legacy_messages(client: Client, session: str, name: str, **params: Any) -> list[dict[str, Any]]:
+    body = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": name, "arguments": {}, **params}}
     response = post(client, body, HTTP_MCP_SESSION_ID=session, HTTP_MCP_PROTOCOL_VERSION=LEGACY)
     assert response.status_code == 200, response.content
-    return messages(response)[-1]
+    return messages(response)
 
 
 @pytest.mark.parametrize("tool", ["users_with_context", "users_async"])
@@ -99,6 +103,24 @@ def test_tools_off_the_fast_path_see_the_tests_rows(era: str, tool: str) -> None
     (record,) = home_site.seen
     assert record["thread"] is threading.current_thread()
     assert record["in_transaction"], "the test's transaction"
+
+
+def test_a_legacy_sync_tool_that_notifies_its_client_sees_the_tests_rows() -> None:
+    """Each notification of a legacy call is written to the session's event log from the loop
+    while the tool, on the request's thread, waits for it (``anyio.from_thread``): the write
+    runs there too. It waited a quarter of a second for that busy thread each time, then ran
+    on a thread of its own, which SQLite's in-memory test database refused ("database table
+    is locked"): the tool failed."""
+    User.objects.create(username="ada")
+    client = Client()
+    seen = legacy_messages(client, legacy_session(client), "users_with_progress", _meta={"progressToken": "p"})
+    assert [m.get("method") for m in seen] == [
+        *["notifications/progress", "notifications/message"] * 3,
+        None,
+    ], seen
+    assert seen[-1]["result"]["structuredContent"] == {"result": 1}, seen[-1]
+    (record,) = home_site.seen
+    assert record["thread"] is threading.current_thread()
 
 
 def test_a_2026_elicitation_round_trip_sees_the_tests_rows() -> None:
