@@ -205,11 +205,12 @@ def open_home() -> HomeThread | None:
 
 
 def keep_tools_away() -> None:
-    """In a call's task, before its handler runs: the call may wait for its client's answer to
-    a question sent on the stream the home thread writes (a legacy call whose client declared
-    it can be asked). Its sync tools and resolvers then run on threads of their own: one run
-    at home would hold the only thread that can send the question, and wait for its answer
-    forever."""
+    """In a call's task, before its handler runs: the call's frames must reach its client while
+    its tool runs, and the home thread is the one that writes them: a call that may wait for
+    its client's answer to a question (a legacy call whose client declared it can be asked),
+    or whose client wants progress as it comes (it sent a progress token). Its sync tools and
+    resolvers then run on threads of their own: one run at home would hold back every frame
+    until it returned (and wait forever for the answer to a question never sent)."""
     _tools_away.set(True)
 
 

@@ -716,7 +716,7 @@ class LegacyProtocol:
             note_owner = asyncio.get_running_loop().call_later(
                 self.endpoint.config.wait_detach_seconds, stream.note_owner_later
             )
-            if request.blocking and _can_be_asked(connection):
+            if request.blocking and (dctx.progress_token is not None or _can_be_asked(connection)):
                 keep_tools_away()
             try:
                 reply = {"jsonrpc": "2.0", "id": message.id, "result": await run}

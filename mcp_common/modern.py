@@ -36,6 +36,7 @@ from mcp_types.methods import INPUT_REQUIRED_METHODS, validate_client_request
 from pydantic import ValidationError
 
 from mcp_common import _sdk
+from mcp_common.home import keep_tools_away
 from mcp_common.http import HTTPRequest, HTTPResponse
 from mcp_common.jsonrpc import (
     SSE_HEADERS,
@@ -194,6 +195,10 @@ async def handle_modern(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPResp
     replies: list[dict[str, Any]] = []
 
     async def run_handler() -> None:
+        if dctx.progress_token is not None:
+            # Its client wants the progress as it comes: a sync tool on the WSGI request's
+            # thread would hold every frame until it returned.
+            keep_tools_away()
         try:
             replies.append(_reply(req.id, await run, None))
         except Exception as exc:

@@ -10,6 +10,7 @@ import threading
 from typing import Any
 
 import anyio.from_thread
+import pytest
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 
@@ -17,7 +18,7 @@ from mcp_common import MCPEndpoint
 from mcp_common.config import MCPConfig
 from mcp_common.http import HTTPRequest
 from mcp_common.store import MemoryStore
-from tests.core.test_endpoint import SECRET, Name, initialize, legacy
+from tests.core.test_endpoint import SECRET, Name, initialize, legacy, modern_call
 
 
 def build_server() -> MCPServer:
@@ -29,7 +30,16 @@ def build_server() -> MCPServer:
         answer = anyio.from_thread.run(ctx.elicit, "Your name?", Name)
         return f"Interviewed {answer.data.name}" if answer.action == "accept" else f"No interview ({answer.action})"
 
+    @server.tool()
+    def sync_progress(ctx: Context) -> str:
+        """A sync tool that reports progress, then goes on until its client has seen it."""
+        anyio.from_thread.run(ctx.report_progress, 1, 2)
+        return "seen live" if progress_seen.wait(5) else "not seen while the tool ran"
+
     return server
+
+
+progress_seen = threading.Event()
 
 
 def endpoint(store: MemoryStore, **config: Any) -> MCPEndpoint:
@@ -68,6 +78,10 @@ def serve_as_wsgi(point: MCPEndpoint, request: HTTPRequest, on_message: Any = No
     return seen
 
 
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
 SYNC_INTERVIEW = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "sync_interview"}}
 
 
@@ -109,5 +123,29 @@ def test_a_sync_tool_asking_a_legacy_client_that_cannot_be_asked_fails_at_once()
 
         seen = serve_as_wsgi(point, legacy(session, SYNC_INTERVIEW), refuse)
         assert seen[-1]["id"] == 5 and "error" in seen[-1], seen
+    finally:
+        point.close()
+
+
+@pytest.mark.parametrize("era", ["2026-07-28", "legacy"])
+def test_a_sync_tools_progress_reaches_its_client_while_the_tool_runs(era: str) -> None:
+    """A client that asked for progress (a progress token) sees it as it is reported: the tool
+    does not hold the thread that writes the stream (it held every frame until it returned)."""
+    point = endpoint(MemoryStore())
+    progress_seen.clear()
+
+    def watch(message: dict[str, Any]) -> None:
+        if message.get("method") == "notifications/progress":
+            progress_seen.set()
+
+    try:
+        if era == "legacy":
+            session = initialize(point, {})
+            call = {**SYNC_INTERVIEW, "params": {"name": "sync_progress", "_meta": {"progressToken": "p"}}}
+            request = legacy(session, call)
+        else:
+            request = modern_call("sync_progress", {}, _meta={**MODERN_META, "progressToken": "p"})
+        seen = serve_as_wsgi(point, request, watch)
+        assert seen[-1]["result"]["content"][0]["text"] == "seen live", seen
     finally:
         point.close()

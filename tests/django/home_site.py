@@ -66,13 +66,12 @@ def users_after_asking(ok: Annotated[Ok, Resolve(ask_ok)], ctx: Context) -> str:
 
 
 @home.tool()
-def users_with_progress(ctx: Context) -> int:
-    """A sync tool taking a Context that reports progress and logs before it counts: each
-    notification goes back through the event loop (``anyio.from_thread``)."""
+def users_logging(ctx: Context) -> int:
+    """A sync tool taking a Context that logs to its client before it counts: each message
+    goes back through the event loop (``anyio.from_thread``)."""
     for step in range(3):
-        anyio.from_thread.run(ctx.report_progress, step, 3)
         anyio.from_thread.run(ctx.info, f"step {step}")
-    return _record("users_with_progress")
+    return _record("users_logging")
 
 
 urlpatterns = [path("home-mcp", MCPView.as_view(server=home))]
