@@ -99,7 +99,10 @@ def _retry(*, rerun: Rerun) -> Callable[[Callable[..., T]], Callable[..., T]]: .
 
 def _retry(fn: Callable[..., T] | None = None, *, rerun: Rerun | None = None) -> Any:
     """Run the call once more when its connection went bad (closed first). ``rerun``: how a
-    write whose first attempt may have committed runs again (see mcp_common.store.Rerun)."""
+    write whose first attempt may have committed runs again (see mcp_common.store.Rerun).
+    Not inside a transaction the caller has open (under WSGI the store runs on the request's
+    thread, in ``ATOMIC_REQUESTS`` or a ``TestCase``: :mod:`mcp_common.home`): closing its
+    connection would throw that transaction away, so the error is the caller's."""
 
     def decorate(fn: Callable[..., T]) -> Callable[..., T]:
         @functools.wraps(fn)
@@ -107,7 +110,10 @@ def _retry(fn: Callable[..., T] | None = None, *, rerun: Rerun | None = None) ->
             try:
                 return fn(*args, **kwargs)
             except (InterfaceError, OperationalError):
-                connections[_alias()].close()
+                connection = connections[_alias()]
+                if connection.in_atomic_block:
+                    raise
+                connection.close()
             if rerun is None:
                 return fn(*args, **kwargs)
             return cast(T, rerun(fn, *args, **kwargs))

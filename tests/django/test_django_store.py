@@ -175,3 +175,34 @@ def test_an_append_leaves_its_streams_turn_even_when_it_fails() -> None:
             assert cursor.fetchone()[0] is None
     finally:
         other.close()
+
+
+@pytest.mark.django_db
+def test_a_store_call_failing_inside_the_callers_transaction_leaves_it_to_the_caller(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under WSGI the store's queries run on the request's thread and connection, inside the
+    transaction it has open (``ATOMIC_REQUESTS``, a ``TestCase``: here the test's). One that
+    fails there is the caller's error: the store no longer closes the connection to run it
+    again, which on PostgreSQL threw away the caller's transaction (its rows, and every later
+    query of the request: "the connection is closed")."""
+    from django.contrib.auth.models import User
+    from django.db import OperationalError
+
+    from mcp_common.store import SessionRecord
+    from mcp_django import store as store_module
+
+    User.objects.create(username="ada")
+    create = store_module.MCPSession.objects.create
+    failures = [OperationalError("could not serialize access due to concurrent update")]
+
+    def create_once_failing(**fields: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return create(**fields)
+
+    monkeypatch.setattr(store_module.MCPSession.objects, "create", create_once_failing)
+    now = time.time()
+    with pytest.raises(OperationalError, match="concurrent update"):
+        DjangoStore().create_session(SessionRecord("s1", "2025-11-25", "{}", None, "x", now, now))
+    assert User.objects.filter(username="ada").exists()
