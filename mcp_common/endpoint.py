@@ -30,7 +30,7 @@ from mcp_common import _sdk
 from mcp_common.config import MCPConfig, derive_key
 from mcp_common.elicitation import is_url_question, refusal_verdict, worker_id
 from mcp_common.fast import FastPath
-from mcp_common.home import HomeThread, current_home, open_home
+from mcp_common.home import HomeThread, NotTaken, current_home, open_home
 from mcp_common.http import HTTPRequest, HTTPResponse
 from mcp_common.jsonrpc import error_response, request_cancelled
 from mcp_common.legacy import LegacyProtocol
@@ -309,7 +309,8 @@ class MCPEndpoint:
         if home is not None:
             future = home.try_submit(fn, *args)
             if future is not None:
-                return await asyncio.wrap_future(future)
+                with contextlib.suppress(NotTaken):  # the thread was away: as below
+                    return await asyncio.wrap_future(future)
         loop = asyncio.get_running_loop()
         self._db_used = time.monotonic()
         try:
@@ -396,7 +397,7 @@ class MCPEndpoint:
         if runner.in_loop_thread():
             coro.close()
             raise RuntimeError("a call was run from the event loop's own thread")
-        home = HomeThread(cleanup=getattr(self.store, "close_thread_connections", None))
+        home = HomeThread()
         token = current_home.set(home)
         try:
             outcome = runner.submit(coro)  # the call's task copies this context, home included

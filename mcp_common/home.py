@@ -17,7 +17,6 @@ import asyncio
 import concurrent.futures
 import contextvars
 import functools
-import logging
 import queue
 import threading
 from collections.abc import Callable
@@ -25,9 +24,16 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-logger = logging.getLogger("mcp_common")
+_Item = tuple["concurrent.futures.Future[Any]", Callable[..., Any], tuple[Any, ...], dict[str, Any], "Elsewhere | None"]
+Elsewhere = Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], "concurrent.futures.Future[Any]"]
+"""Where work the home thread did not take runs instead: ``elsewhere(fn, args, kwargs)`` submits
+it to the executor it would have run on without a home."""
 
-_Item = tuple["concurrent.futures.Future[Any]", Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+
+class NotTaken(Exception):
+    """The outcome of work submitted without an ``elsewhere`` that the home thread did not
+    take: its submitter runs it the usual way."""
+
 
 current_home: contextvars.ContextVar[HomeThread | None] = contextvars.ContextVar("mcp_common_home", default=None)
 """The home thread of the call being served, set in the context its coroutine runs in."""
@@ -43,20 +49,18 @@ _holding: contextvars.ContextVar[HomeThread | None] = contextvars.ContextVar("mc
 PATIENCE = 0.25
 """Seconds work waits for a home thread that is away (writing a frame of the call's stream to
 its client, or held by a test that reads the stream later or on another thread) before it runs
-on a thread of its own."""
+where it would have without the home."""
 
 
 class HomeThread:
     r"""The thread that created it, taking the call's blocking work while it :meth:`wait`\ s for
     the call, and between two waits of a stream it serves (it comes back for the next frame).
-    Work it does not start within :data:`PATIENCE` runs on a thread of its own, so nothing ever
-    waits for a thread that went elsewhere; after :meth:`close` :meth:`try_submit` refuses."""
+    Work it does not start within :data:`PATIENCE` runs where it would have without it, so
+    nothing ever waits for a thread that went elsewhere; after :meth:`close`
+    :meth:`try_submit` refuses."""
 
-    def __init__(self, cleanup: Callable[[], None] | None = None) -> None:
-        """``cleanup``: run on a thread that ran work handed over from here, as it ends (the
-        store closes the connections the work opened there)."""
+    def __init__(self) -> None:
         self.thread = threading.current_thread()
-        self._cleanup = cleanup
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._open = True
@@ -68,15 +72,19 @@ class HomeThread:
     def is_open(self) -> bool:
         return self._open
 
-    def try_submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T] | None:
+    def try_submit(
+        self, fn: Callable[..., T], /, *args: Any, elsewhere: Elsewhere | None = None, **kwargs: Any
+    ) -> concurrent.futures.Future[T] | None:
         """``fn(*args, **kwargs)`` queued for the home thread; ``None`` once it is closed. While
         the thread is away or runs other work it gets :data:`PATIENCE` (work that waits for
-        the loop through ``anyio.from_thread`` takes it meanwhile: :meth:`wait`)."""
+        the loop through ``anyio.from_thread`` takes it meanwhile: :meth:`wait`). Not taken,
+        it runs ``elsewhere`` (its outcome the future's), or without one its future fails with
+        :class:`NotTaken`."""
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
         with self._lock:
             if not self._open:
                 return None
-            self._queue.put((future, fn, args, kwargs))
+            self._queue.put((future, fn, args, kwargs, elsewhere))
             if self._busy or not self._inside:
                 self._watch_for_absence()
         return future
@@ -100,7 +108,9 @@ class HomeThread:
         self._hand_over()
 
     def _hand_over(self) -> None:
-        """What is queued and not started runs on a thread of its own."""
+        """What is queued and not started goes where it would have run without the home (the
+        endpoint's database threads, AnyIO's, an async tool's own): threads whose database
+        connections something closes, unlike a thread started for it."""
         left: list[_Item] = []
         wakes = 0
         while True:
@@ -114,10 +124,18 @@ class HomeThread:
                 left.append(item)
         for _ in range(wakes):  # a wait() that came back meanwhile still needs its wake-up
             self._queue.put(None)
-        if left:
-            threading.Thread(
-                target=_run_all, args=(left, self._cleanup), name="mcp-home-leftovers", daemon=True
-            ).start()
+        for future, fn, args, kwargs, elsewhere in left:
+            if not future.set_running_or_notify_cancel():
+                continue  # its caller was cancelled
+            if elsewhere is None:
+                future.set_exception(NotTaken())
+                continue
+            try:
+                there = elsewhere(fn, args, kwargs)
+            except BaseException as exc:  # the executor shut down
+                future.set_exception(exc)
+            else:
+                there.add_done_callback(functools.partial(_settle, future))
 
     def wait(self, outcome: concurrent.futures.Future[Any]) -> None:
         """On the home thread: run the work submitted until ``outcome`` is done. Also from
@@ -154,8 +172,8 @@ class HomeThread:
         self._queue.put(None)
 
     def close(self) -> None:
-        """For good: the thread will not wait for the call again (what is queued runs on a
-        thread of its own)."""
+        """For good: the thread will not wait for the call again (what is queued runs where it
+        would have without the home)."""
         with self._lock:
             self._open = False
             self._inside = False
@@ -171,8 +189,17 @@ def running_at_home() -> bool:
     return getattr(_here, "depth", 0) > 0
 
 
+def _settle(future: concurrent.futures.Future[Any], there: concurrent.futures.Future[Any]) -> None:
+    if there.cancelled():
+        future.set_exception(concurrent.futures.CancelledError())
+    elif (exc := there.exception()) is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(there.result())
+
+
 def _run(item: _Item) -> None:
-    future, fn, args, kwargs = item
+    future, fn, args, kwargs, _elsewhere = item
     if not future.set_running_or_notify_cancel():
         return  # its caller was cancelled before it started
     _here.depth = getattr(_here, "depth", 0) + 1
@@ -184,18 +211,6 @@ def _run(item: _Item) -> None:
         future.set_result(result)
     finally:
         _here.depth -= 1
-
-
-def _run_all(items: list[_Item], cleanup: Callable[[], None] | None) -> None:
-    try:
-        for item in items:
-            _run(item)
-    finally:
-        if cleanup is not None:
-            try:
-                cleanup()
-            except Exception:
-                logger.warning("Closing a thread's database connections failed", exc_info=True)
 
 
 def open_home() -> HomeThread | None:
@@ -235,7 +250,10 @@ async def call_at_home(fn: Callable[[], T]) -> tuple[bool, T | None]:
     future = home.try_submit(_as_worker, home, token, context.run, fn)
     if future is None:
         return False, None
-    return True, await asyncio.wrap_future(future)
+    try:
+        return True, await asyncio.wrap_future(future)
+    except NotTaken:
+        return False, None
 
 
 def _anyio_token() -> Any:

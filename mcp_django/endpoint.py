@@ -134,13 +134,20 @@ class _HomeOrOwnThread(concurrent.futures.Executor):
     def __init__(self, home: HomeThread) -> None:
         self.home = home
         self.own: concurrent.futures.ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
         if self.own is None:
-            future = self.home.try_submit(fn, *args, **kwargs)
+            future = self.home.try_submit(fn, *args, elsewhere=self._on_own_thread, **kwargs)
             if future is not None:
                 return future
-            self.own = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        return self._on_own_thread(fn, args, kwargs)
+
+    def _on_own_thread(self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Also where work the request's thread did not take goes (from another thread)."""
+        with self._lock:
+            if self.own is None:
+                self.own = concurrent.futures.ThreadPoolExecutor(max_workers=1)
         return self.own.submit(fn, *args, **kwargs)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:

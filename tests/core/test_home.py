@@ -10,6 +10,7 @@ import threading
 from typing import Any
 
 import anyio.from_thread
+import anyio.to_thread
 import pytest
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -18,7 +19,7 @@ from mcp_common import MCPEndpoint
 from mcp_common.config import MCPConfig
 from mcp_common.http import HTTPRequest
 from mcp_common.store import MemoryStore
-from tests.core.test_endpoint import SECRET, Name, initialize, legacy, modern_call
+from tests.core.test_endpoint import SECRET, Name, events, initialize, legacy, modern_call
 
 
 def build_server() -> MCPServer:
@@ -36,10 +37,19 @@ def build_server() -> MCPServer:
         anyio.from_thread.run(ctx.report_progress, 1, 2)
         return "seen live" if progress_seen.wait(5) else "not seen while the tool ran"
 
+    @server.tool()
+    async def logs_once(ctx: Context) -> str:
+        """An async tool whose log message is written to the event log (from the loop), once
+        its request's thread has its answer."""
+        await anyio.to_thread.run_sync(answered.wait, 10)
+        await ctx.info("once")
+        return "logged"
+
     return server
 
 
 progress_seen = threading.Event()
+answered = threading.Event()
 
 
 def endpoint(store: MemoryStore, **config: Any) -> MCPEndpoint:
@@ -147,5 +157,40 @@ def test_a_sync_tools_progress_reaches_its_client_while_the_tool_runs(era: str) 
             request = modern_call("sync_progress", {}, _meta={**MODERN_META, "progressToken": "p"})
         seen = serve_as_wsgi(point, request, watch)
         assert seen[-1]["result"]["content"][0]["text"] == "seen live", seen
+    finally:
+        point.close()
+
+
+class WriteWatchingStore(MemoryStore):
+    """Says on which thread each event-log write ran."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writers: list[str] = []
+        self.written = threading.Event()
+
+    def append_event(self, session_id: str, stream_key: str, message: str, final: bool = False) -> int:
+        self.writers.append(threading.current_thread().name)
+        self.written.set()
+        return super().append_event(session_id, stream_key, message, final)
+
+
+def test_work_the_requests_thread_does_not_take_runs_on_the_endpoints_database_threads() -> None:
+    """The request's thread is away (a test that reads the stream later): after PATIENCE its
+    call's store work runs on the endpoint's database threads, whose connections are closed
+    when idle, rather than on a thread started for it, whose connection nothing closed (a
+    PostgreSQL test database could not be dropped: "being accessed by other users")."""
+    store = WriteWatchingStore()
+    point = endpoint(store)
+    try:
+        session = initialize(point, {})
+        call = {**SYNC_INTERVIEW, "params": {"name": "logs_once"}}
+        answered.clear()
+        response = point.handle(legacy(session, call))
+        answered.set()  # and this thread goes away for a while
+        assert store.written.wait(10), "the notification was never written"
+        assert store.writers[0].startswith("mcp-db"), store.writers
+        final = events(point, response)[-1]["data"]
+        assert final["result"]["structuredContent"] == {"result": "logged"}, final
     finally:
         point.close()
