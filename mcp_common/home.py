@@ -273,17 +273,24 @@ def _as_worker(home: HomeThread, token: Any, fn: Callable[..., T], *args: Any) -
         from anyio.lowlevel import EventLoopToken
     except ImportError:  # pragma: no cover - an AnyIO that moved it: from_thread needs a token
         return fn(*args)
-    had = getattr(threadlocals, "current_token", None), getattr(threadlocals, "mcp_home", None)
+    names = ("current_token", "current_cancel_scope", "mcp_home")
+    had = [getattr(threadlocals, name, _ABSENT) for name in names]
     threadlocals.current_token = EventLoopToken(_waiting_at_home(token.backend_class), token.native_token)
+    # What anyio.from_thread.check_cancelled() reads: none, as under to_thread.run_sync's
+    # shielded scope (the SDK's), where it never raises either.
+    threadlocals.current_cancel_scope = None
     threadlocals.mcp_home = home
     try:
         return fn(*args)
     finally:
-        for name, value in zip(("current_token", "mcp_home"), had, strict=True):
-            if value is None:
+        for name, value in zip(names, had, strict=True):
+            if value is _ABSENT:
                 delattr(threadlocals, name)
             else:
                 setattr(threadlocals, name, value)
+
+
+_ABSENT = object()
 
 
 @functools.cache

@@ -38,6 +38,12 @@ def build_server() -> MCPServer:
         return "seen live" if progress_seen.wait(5) else "not seen while the tool ran"
 
     @server.tool()
+    def sync_checks_cancelled(ctx: Context) -> str:
+        """A long sync tool's cooperative check, as on any AnyIO worker thread."""
+        anyio.from_thread.check_cancelled()
+        return "not cancelled"
+
+    @server.tool()
     async def logs_once(ctx: Context) -> str:
         """An async tool whose log message is written to the event log (from the loop), once
         its request's thread has its answer."""
@@ -192,5 +198,22 @@ def test_work_the_requests_thread_does_not_take_runs_on_the_endpoints_database_t
         assert store.writers[0].startswith("mcp-db"), store.writers
         final = events(point, response)[-1]["data"]
         assert final["result"]["structuredContent"] == {"result": "logged"}, final
+    finally:
+        point.close()
+
+
+@pytest.mark.parametrize("era", ["2026-07-28", "legacy"])
+def test_a_sync_tool_on_the_requests_thread_can_check_for_cancellation(era: str) -> None:
+    """``anyio.from_thread.check_cancelled()`` works in a sync tool run on the request's thread
+    as on the AnyIO worker thread it replaces (it failed: no cancel scope on that thread)."""
+    point = endpoint(MemoryStore())
+    try:
+        if era == "legacy":
+            session = initialize(point, {})
+            request = legacy(session, {**SYNC_INTERVIEW, "params": {"name": "sync_checks_cancelled"}})
+        else:
+            request = modern_call("sync_checks_cancelled", {}, _meta=MODERN_META)
+        final = serve_as_wsgi(point, request)[-1]
+        assert final["result"]["structuredContent"] == {"result": "not cancelled"}, final
     finally:
         point.close()
