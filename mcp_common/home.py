@@ -6,9 +6,10 @@ call — a sync tool or resolver the SDK would run on one of AnyIO's worker thre
 of an async tool, the store's database calls — runs on that waiting thread instead
 (:class:`HomeThread`): with the thread's database connection, inside the transaction it has
 open (a Django ``TestCase``, ``ATOMIC_REQUESTS`` while the view runs), with what the framework
-keeps per thread. The thread takes work only while it waits: between two frames of a stream,
-or once the stream ended, the work takes the usual threads, and nothing ever waits for a thread
-that is busy elsewhere.
+keeps per thread. Between two frames of a stream the work waits for the thread's return; work
+it does not take up within :data:`PATIENCE`, and work after the stream ended, runs where it
+would have without it, so nothing ever waits for a thread that is busy elsewhere. A call whose
+frames must flow while its tool runs keeps its sync tools away (:func:`keep_tools_away`).
 """
 
 from __future__ import annotations
