@@ -25,6 +25,7 @@ import contextvars
 import functools
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -136,6 +137,44 @@ class SessionGone(Exception):
     """The session ended (DELETE, expiry) while something waited on it."""
 
 
+_KEY_RANDOM = 24
+_KEY_TIME = 11
+_KEY_ID_ROOM = 64 - len(owner_key("")) - _KEY_RANDOM - _KEY_TIME - 1
+_STRING_ID = re.compile(rf"[A-Za-z0-9_-]{{1,{_KEY_ID_ROOM}}}")
+
+
+def new_stream_key(call_id: RequestId | None) -> tuple[str, bool]:
+    """A call stream's key, and whether it carries the call's JSON-RPC id.
+
+    Random, then the time the call started (milliseconds, hex), then the call's id when it is
+    short enough (``i<integer>`` or ``s<string>``; the owner row's request id must still fit
+    its 64-character column). A resuming worker reads both back when no row says which
+    worker ran the call (:meth:`LegacyProtocol._end_if_orphaned`). The client sees the key in
+    its event ids and may forge one, but only for its own session, where nothing is written
+    for it.
+    """
+    key = f"{uuid.uuid4().hex[:_KEY_RANDOM]}{int(time.time() * 1000):0{_KEY_TIME}x}"
+    if isinstance(call_id, int) and not isinstance(call_id, bool) and len(str(call_id)) <= _KEY_ID_ROOM:
+        return f"{key}i{call_id}", True
+    if isinstance(call_id, str) and _STRING_ID.fullmatch(call_id):
+        return f"{key}s{call_id}", True
+    return key, False
+
+
+def stream_origin(stream_key: str) -> tuple[float, RequestId] | None:
+    """When the call of a key from :func:`new_stream_key` started (epoch seconds), and its id;
+    ``None`` for any other key."""
+    head = _KEY_RANDOM + _KEY_TIME
+    stamp, marker, rest = stream_key[_KEY_RANDOM:head], stream_key[head : head + 1], stream_key[head + 1 :]
+    if len(stamp) != _KEY_TIME or not rest or any(c not in "0123456789abcdef" for c in stream_key[:head]):
+        return None
+    if marker == "i" and re.fullmatch(r"-?[0-9]+", rest) and len(rest) <= _KEY_ID_ROOM:
+        return int(stamp, 16) / 1000, int(rest)
+    if marker == "s" and _STRING_ID.fullmatch(rest):
+        return int(stamp, 16) / 1000, rest
+    return None
+
+
 def _event_id(stream_key: str, number: int) -> str:
     return f"{stream_key}.{number}"
 
@@ -168,7 +207,9 @@ class CallStream:
     ) -> None:
         self.endpoint = endpoint
         self.session = session
-        self.stream_key = uuid.uuid4().hex
+        self.stream_key, self.key_carries_call = new_stream_key(call_id)
+        """The key, and whether it carries the call's id; without it the call notes its worker
+        as soon as it starts (see :meth:`note_owner`)."""
         self.call_id = call_id
         self.priming = priming
         self.detach_on_wait = blocking and priming
@@ -712,9 +753,10 @@ class LegacyProtocol:
         async def run_call() -> None:
             # In this task's context, before the handler runs: the response's headers leave at once.
             self.endpoint.stream_started(request, _tool_name(message) or message.method)
-            # A call still running after this long is worth a row saying which worker runs it.
+            # A call still running after this long is worth a row saying which worker runs it;
+            # one whose stream key cannot tell a resuming worker its id needs the row at once.
             note_owner = asyncio.get_running_loop().call_later(
-                self.endpoint.config.wait_detach_seconds, stream.note_owner_later
+                self.endpoint.config.wait_detach_seconds if stream.key_carries_call else 0, stream.note_owner_later
             )
             if request.blocking and (dctx.progress_token is not None or _can_be_asked(connection)):
                 keep_tools_away()
@@ -1024,20 +1066,27 @@ class LegacyProtocol:
                 return
             if stream_key != GET_STREAM and time.monotonic() >= next_owner_check:
                 next_owner_check = time.monotonic() + 1.0
-                if await self._end_if_orphaned(session_id, stream_key):
+                ended = await self._end_if_orphaned(session_id, stream_key)
+                if isinstance(ended, str):
+                    yield sse_frame(ended)
+                    return
+                if ended:
                     continue
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(waker.wait(), min(interval, max(deadline - time.monotonic(), 0)))
             interval = min(interval * 2, 1.0)
 
-    async def _end_if_orphaned(self, session_id: str, stream_key: str) -> bool:
+    async def _end_if_orphaned(self, session_id: str, stream_key: str) -> bool | str:
         """End a resumed call stream whose worker died while the call ran.
 
         The call cannot go on without the process that ran it, so it ends with a clear error.
         A question it waited on keeps its answer (if it arrived), and its row says the call did
         not complete. The worker and the call's id come from the stream's owner row (see
         :meth:`CallStream.note_owner`), or, for a stream without one, from the question's row.
-        Returns whether the stream was ended.
+        Returns whether the error was appended to the log, or the final message to end this
+        response with, unlogged: the error a worker claimed but did not live to log, or the
+        error of a call that never noted its worker and is past the age at which a live one
+        would have (its key says when it started and its id: :func:`new_stream_key`).
         """
         endpoint = self.endpoint
         store = endpoint.store
@@ -1045,16 +1094,23 @@ class LegacyProtocol:
         waiting = [r for r in rows if r.owner and r.call_id is not None and r.detail is None]
         row = waiting[-1] if waiting else None
         noted = await endpoint.db(store.get_pending, session_id, owner_key(stream_key))
+        stale_after = 3 * endpoint.config.heartbeat_interval
         if noted is not None:
             if noted.response is not None:
-                return False  # ended by another worker already: its final error is in the log
+                # Ended by another worker, which logs its error right after its claim. Logged:
+                # this stream reads it next (or has, if the client resumed after its end).
+                # Not logged: this stream read the log just before, or that worker died.
+                logged = await endpoint.db(store.events_after, session_id, stream_key, 0)
+                return False if any(event.final for event in logged) else noted.response
             owner_row = json.loads(noted.params)
             owner, call_id = owner_row.get("owner"), owner_row.get("callId")
         elif row is not None:
             owner, call_id = row.owner, json.loads(row.call_id or "null")
         else:
-            return False
-        stale_after = 3 * endpoint.config.heartbeat_interval
+            origin = stream_origin(stream_key)
+            if origin is None or time.time() - origin[0] < endpoint.config.wait_detach_seconds + stale_after:
+                return False
+            return dumps(error_body(INTERNAL_ERROR, CALL_LOST, origin[1]))
         if not isinstance(owner, str) or await endpoint.db(owner_alive, store, owner, stale_after):
             return False
         detail = WORKER_LOST if row is not None else CALL_LOST

@@ -737,6 +737,97 @@ def test_a_call_that_outlives_the_detach_time_is_resumable_after_its_worker_died
     asking.close()
 
 
+def priming_id(point: MCPEndpoint, response: Any) -> tuple[Any, str]:
+    """The body iterator of a call stream, and its priming event's id (the stream is left open)."""
+    stream = point.iter_body(response)
+    priming = next(stream).decode()
+    return stream, priming.split("id: ", 1)[1].split("\n", 1)[0]
+
+
+@pytest.mark.parametrize("call_id", [80, -3, "call-80_b"])
+def test_a_call_whose_worker_died_before_anything_was_noted_ends_with_a_clear_error(call_id: Any) -> None:
+    """The worker dies within ``wait_detach_seconds`` of the call's start, having sent only the
+    priming event: no row says which worker ran it. A resuming worker still ends the stream
+    with the error (addressed to the call's id) once the call is older than any live worker
+    would have let pass without noting itself, instead of polling it for ever."""
+    store = MemoryStore()
+    # The dying worker never gets as far as noting its call (its detach time is not reached).
+    asking = endpoint(store, wait_detach_seconds=60)
+    survivor = endpoint(store, stream_hold_seconds=5, wait_detach_seconds=0.05, heartbeat_interval=0.1)
+    session = initialize(asking, {})
+    stream, last_id = priming_id(asking, legacy_call(asking, session, "nap", {"seconds": 60}, call_id=call_id))
+    stream.close()
+    assert not any(r.session_id == session for r in store._pending.values())
+    # The client resumes, as often as the survivor's ``retry:`` hints say, until the call ends.
+    deadline = time.monotonic() + 4
+    messages: list[dict[str, Any]] = []
+    while not messages and time.monotonic() < deadline:
+        messages = resume(survivor, session, last_id)
+    (final,) = messages
+    assert final["id"] == call_id and final["error"]["code"] == -32603, final
+    assert "stopped before it finished" in final["error"]["message"]
+    # Nothing was written for it; a client resuming again hears the same end.
+    stream_key = last_id.rpartition(".")[0]
+    assert store.events_after(session, stream_key, 0) == []
+    assert resume(survivor, session, last_id)[-1] == final
+    asking.close()
+
+
+def test_a_young_call_without_a_noted_worker_is_not_ended() -> None:
+    """Within the time a live worker takes to note its call, a resumed silent stream is a call
+    still running: it is held and ended with a ``retry:`` hint, not with an error."""
+    store = MemoryStore()
+    asking = endpoint(store, wait_detach_seconds=60)
+    survivor = endpoint(store, stream_hold_seconds=0.5, wait_detach_seconds=60)
+    session = initialize(asking, {})
+    stream, last_id = priming_id(asking, legacy_call(asking, session, "nap", {"seconds": 60}, call_id=81))
+    stream.close()
+    assert resume(survivor, session, last_id) == []
+    asking.close()
+
+
+def test_a_call_whose_id_the_stream_key_cannot_carry_notes_its_worker_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A long or unusual request id does not fit the stream's key: the call notes its worker
+    when it starts, not after ``wait_detach_seconds``, so its death is still found."""
+    store = MemoryStore()
+    asking = endpoint(store, wait_detach_seconds=60)
+    survivor = endpoint(store, stream_hold_seconds=5)
+    session = initialize(asking, {})
+    monkeypatch.setattr("mcp_common.legacy.worker_id", lambda: DEAD_WORKER)
+    store.beat_worker(DEAD_WORKER, time.time() - 3600)
+    call_id = "a request id far too long to carry.in a key"
+    stream, last_id = priming_id(asking, legacy_call(asking, session, "nap", {"seconds": 60}, call_id=call_id))
+    stream.close()
+    assert wait_for(lambda: any(r.session_id == session for r in store._pending.values()), 5)
+    monkeypatch.undo()
+    final = resume(survivor, session, last_id)[-1]
+    assert final["id"] == call_id and "stopped" in final["error"]["message"], final
+    asking.close()
+
+
+def test_a_call_ended_by_a_worker_that_died_before_logging_the_end_still_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The worker that claimed a dead worker's call (its owner row answered) dies before it
+    appends the error to the log: the next resumer ends the stream with the claimed error."""
+    store = MemoryStore()
+    asking, survivor = endpoint(store, wait_detach_seconds=0.05), endpoint(store, stream_hold_seconds=5)
+    session = initialize(asking, {})
+    monkeypatch.setattr("mcp_common.legacy.worker_id", lambda: DEAD_WORKER)
+    store.beat_worker(DEAD_WORKER, time.time() - 3600)
+    stream, last_id = priming_id(asking, legacy_call(asking, session, "nap", {"seconds": 60}, call_id=82))
+    stream.close()
+    assert wait_for(lambda: any(r.session_id == session for r in store._pending.values()))
+    monkeypatch.undo()
+    stream_key = last_id.rpartition(".")[0]
+    claimed = {"jsonrpc": "2.0", "id": 82, "error": {"code": -32603, "message": "claimed, then the claimer died"}}
+    assert store.answer_pending(session, f"owner-{stream_key}", json.dumps(claimed))
+    assert resume(survivor, session, last_id)[-1] == claimed
+    asking.close()
+
+
 class MeetingStore(MemoryStore):
     """A ``MemoryStore`` whose first two reads of a stream's questions wait for each other."""
 
