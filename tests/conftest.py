@@ -217,9 +217,14 @@ def stop(live: LiveServer) -> None:
     stop_many([live])
 
 
+STOP_GRACE_SECONDS = 5.0
+"""How long stopping servers waits, for all of them together, before it kills what is left."""
+
+
 def stop_many(servers: list[LiveServer]) -> None:
-    """Stop servers side by side: each is asked to stop first, then each is waited for (a
-    graceful stop can wait seconds for an open stream)."""
+    """Stop servers side by side: each is asked to stop first, then all are waited for, up to
+    one shared deadline (a graceful stop can wait seconds for an open stream; waiting for each
+    in turn added those seconds up), and whatever still runs is killed."""
     groups: dict[int, int | None] = {}
     for live in servers:
         process = live.process
@@ -229,10 +234,11 @@ def stop_many(servers: list[LiveServer]) -> None:
             groups[id(live)] = None
         if process.poll() is None:
             process.terminate()
+    deadline = time.monotonic() + STOP_GRACE_SECONDS
     for live in servers:
         process = live.process
         try:
-            process.wait(10)
+            process.wait(max(deadline - time.monotonic(), 0.01))
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(5)

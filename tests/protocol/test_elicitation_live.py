@@ -59,9 +59,37 @@ def elicitation_rows(live: LiveServer, **where: Any) -> list[dict[str, Any]]:
 def four_workers(
     request: pytest.FixtureRequest, server_pool: ServerPool, databases: DatabaseFactory, database_kind: str
 ) -> Iterator[LiveServer]:
+    """A fresh 4-worker server and database, for a test that counts every row in it."""
     live = server_pool.start(request.param, "gunicorn", 4, databases.new(database_kind), env=FAST)
     yield live
     stop(live)
+
+
+@pytest.fixture(scope="module")
+def shared_servers() -> Iterator[dict[tuple[str, str], LiveServer]]:
+    servers: dict[tuple[str, str], LiveServer] = {}
+    yield servers
+    stop_many(list(servers.values()))
+
+
+@pytest.fixture(params=FRAMEWORKS)
+def four_shared_workers(
+    request: pytest.FixtureRequest,
+    server_pool: ServerPool,
+    databases: DatabaseFactory,
+    database_kind: str,
+    shared_servers: dict[tuple[str, str], LiveServer],
+) -> LiveServer:
+    """A 4-worker server shared, per framework and database, by this module's tests that look
+    only at rows of their own making (each start costs seconds). A test that SIGKILLs a worker
+    leaves gunicorn to start another; the next test is served by the others meanwhile."""
+    key = (request.param, database_kind)
+    live = shared_servers.get(key)
+    if live is None or live.process.poll() is not None:
+        live = shared_servers[key] = server_pool.start(
+            request.param, "gunicorn", 4, databases.new(database_kind), env=FAST
+        )
+    return live
 
 
 # -- the seed documents' examples, 4 workers ---------------------------------------------------
@@ -249,12 +277,13 @@ async def replayed_and_forged_states_are_refused(live: LiveServer) -> None:
 
 
 @pytest.mark.slow
-def test_worker_killed_while_waiting_for_the_answer(four_workers: LiveServer) -> None:
-    live = four_workers
+def test_worker_killed_while_waiting_for_the_answer(four_shared_workers: LiveServer) -> None:
+    live = four_shared_workers
     killed: list[int] = []
+    before = {row["id"] for row in elicitation_rows(live, tool="issue_card")}
 
     async def kill_the_asker(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
-        (row,) = elicitation_rows(live, tool="issue_card", status="pending")
+        (row,) = [r for r in elicitation_rows(live, tool="issue_card", status="pending") if r["id"] not in before]
         pid = int(row["owner"].split(":")[1])
         os.kill(pid, signal.SIGKILL)
         killed.append(pid)
@@ -291,11 +320,11 @@ class CallWorker:
 
 
 @pytest.mark.parametrize("tool", ["test_sampling", "test_tool_with_progress"])
-def test_worker_killed_while_a_plain_call_runs(four_workers: LiveServer, tool: str) -> None:
+def test_worker_killed_while_a_plain_call_runs(four_shared_workers: LiveServer, tool: str) -> None:
     """The worker running a call dies while the call waits for a sampling answer, or right
     after its first progress report: the official client's resumed stream ends with a clear
     error instead of reconnecting forever."""
-    live = four_workers
+    live = four_shared_workers
     worker = CallWorker()
     killed: list[int] = []
 
@@ -447,8 +476,8 @@ async def wait_for(notes: Notifications, elicitation_id: str) -> None:
 
 
 @pytest.mark.slow
-def test_webhook_and_celery_complete_url_elicitations(four_workers: LiveServer) -> None:
-    live = four_workers
+def test_webhook_and_celery_complete_url_elicitations(four_shared_workers: LiveServer) -> None:
+    live = four_shared_workers
     webhook = live.base_url + "/payments/webhook"
     token = {"Authorization": "Bearer demo-webhook-token"}
     queue = f"mcp-test-{uuid.uuid4().hex[:8]}"
