@@ -143,17 +143,20 @@ _KEY_ID_ROOM = 64 - len(owner_key("")) - _KEY_RANDOM - _KEY_TIME - 1
 _STRING_ID = re.compile(rf"[A-Za-z0-9_-]{{1,{_KEY_ID_ROOM}}}")
 
 
-def new_stream_key(call_id: RequestId | None) -> tuple[str, bool]:
+def new_stream_key(call_id: RequestId | None, note_after: float) -> tuple[str, bool]:
     """A call stream's key, and whether it carries the call's JSON-RPC id.
 
-    Random, then the time the call started (milliseconds, hex), then the call's id when it is
+    Random, then the time by which the call notes its worker (its start plus ``note_after``,
+    this worker's ``wait_detach_seconds``; milliseconds, hex), then the call's id when it is
     short enough (``i<integer>`` or ``s<string>``; the owner row's request id must still fit
     its 64-character column). A resuming worker reads both back when no row says which
-    worker ran the call (:meth:`LegacyProtocol._end_if_orphaned`). The client sees the key in
+    worker ran the call (:meth:`LegacyProtocol._end_if_orphaned`): the time is the running
+    worker's, since the resuming one may be configured otherwise. The client sees the key in
     its event ids and may forge one, but only for its own session, where nothing is written
     for it.
     """
-    key = f"{uuid.uuid4().hex[:_KEY_RANDOM]}{int(time.time() * 1000):0{_KEY_TIME}x}"
+    noted_by = int(min((time.time() + note_after) * 1000, 16**_KEY_TIME - 1))  # a huge detach time: never
+    key = f"{uuid.uuid4().hex[:_KEY_RANDOM]}{noted_by:0{_KEY_TIME}x}"
     if isinstance(call_id, int) and not isinstance(call_id, bool) and len(str(call_id)) <= _KEY_ID_ROOM:
         return f"{key}i{call_id}", True
     if isinstance(call_id, str) and _STRING_ID.fullmatch(call_id):
@@ -162,8 +165,8 @@ def new_stream_key(call_id: RequestId | None) -> tuple[str, bool]:
 
 
 def stream_origin(stream_key: str) -> tuple[float, RequestId] | None:
-    """When the call of a key from :func:`new_stream_key` started (epoch seconds), and its id;
-    ``None`` for any other key."""
+    """By when the call of a key from :func:`new_stream_key` was to note its worker (epoch
+    seconds), and its id; ``None`` for any other key."""
     head = _KEY_RANDOM + _KEY_TIME
     stamp, marker, rest = stream_key[_KEY_RANDOM:head], stream_key[head : head + 1], stream_key[head + 1 :]
     if len(stamp) != _KEY_TIME or not rest or any(c not in "0123456789abcdef" for c in stream_key[:head]):
@@ -207,7 +210,7 @@ class CallStream:
     ) -> None:
         self.endpoint = endpoint
         self.session = session
-        self.stream_key, self.key_carries_call = new_stream_key(call_id)
+        self.stream_key, self.key_carries_call = new_stream_key(call_id, endpoint.config.wait_detach_seconds)
         """The key, and whether it carries the call's id; without it the call notes its worker
         as soon as it starts (see :meth:`note_owner`)."""
         self.call_id = call_id
@@ -1085,8 +1088,8 @@ class LegacyProtocol:
         :meth:`CallStream.note_owner`), or, for a stream without one, from the question's row.
         Returns whether the error was appended to the log, or the final message to end this
         response with, unlogged: the error a worker claimed but did not live to log, or the
-        error of a call that never noted its worker and is past the age at which a live one
-        would have (its key says when it started and its id: :func:`new_stream_key`).
+        error of a call that never noted its worker, three heartbeats past the time by which a
+        live one would have (its key says that time and its id: :func:`new_stream_key`).
         """
         endpoint = self.endpoint
         store = endpoint.store
@@ -1108,7 +1111,7 @@ class LegacyProtocol:
             owner, call_id = row.owner, json.loads(row.call_id or "null")
         else:
             origin = stream_origin(stream_key)
-            if origin is None or time.time() - origin[0] < endpoint.config.wait_detach_seconds + stale_after:
+            if origin is None or time.time() - origin[0] < stale_after:
                 return False
             return dumps(error_body(INTERNAL_ERROR, CALL_LOST, origin[1]))
         if not isinstance(owner, str) or await endpoint.db(owner_alive, store, owner, stale_after):

@@ -745,15 +745,18 @@ def priming_id(point: MCPEndpoint, response: Any) -> tuple[Any, str]:
 
 
 @pytest.mark.parametrize("call_id", [80, -3, "call-80_b"])
-def test_a_call_whose_worker_died_before_anything_was_noted_ends_with_a_clear_error(call_id: Any) -> None:
+def test_a_call_whose_worker_died_before_anything_was_noted_ends_with_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, call_id: Any
+) -> None:
     """The worker dies within ``wait_detach_seconds`` of the call's start, having sent only the
     priming event: no row says which worker ran it. A resuming worker still ends the stream
     with the error (addressed to the call's id) once the call is older than any live worker
     would have let pass without noting itself, instead of polling it for ever."""
     store = MemoryStore()
-    # The dying worker never gets as far as noting its call (its detach time is not reached).
-    asking = endpoint(store, wait_detach_seconds=60)
-    survivor = endpoint(store, stream_hold_seconds=5, wait_detach_seconds=0.05, heartbeat_interval=0.1)
+    # The dying worker never gets as far as noting its call (it dies before its detach time).
+    monkeypatch.setattr("mcp_common.legacy.CallStream.note_owner_later", lambda stream: None)
+    asking = endpoint(store, wait_detach_seconds=0.05)
+    survivor = endpoint(store, stream_hold_seconds=5, heartbeat_interval=0.1)
     session = initialize(asking, {})
     stream, last_id = priming_id(asking, legacy_call(asking, session, "nap", {"seconds": 60}, call_id=call_id))
     stream.close()
@@ -784,6 +787,21 @@ def test_a_young_call_without_a_noted_worker_is_not_ended() -> None:
     stream.close()
     assert resume(survivor, session, last_id) == []
     asking.close()
+
+
+def test_a_live_call_is_not_ended_by_a_worker_whose_detach_time_is_shorter() -> None:
+    """Workers configured apart (a rolling deploy that changes ``WAIT_DETACH_SECONDS``, a WSGI
+    and an ASGI server on one database): the worker running the call notes itself after its
+    own detach time, not the resuming worker's. Its live call is held, not ended."""
+    store = MemoryStore()
+    running = endpoint(store, wait_detach_seconds=60)
+    resuming = endpoint(store, stream_hold_seconds=0.3, wait_detach_seconds=0.05, heartbeat_interval=0.1)
+    session = initialize(running, {})
+    stream, last_id = priming_id(running, legacy_call(running, session, "nap", {"seconds": 60}, call_id=83))
+    stream.close()
+    time.sleep(0.5)  # past the resuming worker's detach time and three of its heartbeats
+    assert resume(resuming, session, last_id) == []
+    running.close()
 
 
 def test_a_call_whose_id_the_stream_key_cannot_carry_notes_its_worker_at_once(
