@@ -223,6 +223,8 @@ class CallStream:
         self.persisted = False
         self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._owner_noted: asyncio.Task[None] | None = None
+        self._ended = False
+        """The final response was sent (or the stream aborted): no owner row is due any more."""
 
     async def note_owner(self) -> None:
         """Record, once, which worker runs this call and its JSON-RPC id.
@@ -253,11 +255,21 @@ class CallStream:
             raise
 
     def note_owner_later(self) -> None:
-        """The call outlived ``wait_detach_seconds``: note its owner in a task of its own."""
+        """The call outlived ``wait_detach_seconds`` (or its key cannot carry its id): note its
+        owner in a task of its own."""
         if self._owner_noted is None:
-            task = asyncio.ensure_future(self.note_owner())
-            task.add_done_callback(_log_failure)
-            self.endpoint.track(task)
+            self.endpoint.track(asyncio.ensure_future(self._note_owner_until_noted()))
+
+    async def _note_owner_until_noted(self) -> None:
+        # Tried again after a failure, until the call ends: without the row, a resuming worker
+        # takes the live call for one whose worker died once its key's time has passed.
+        while not self._ended:
+            try:
+                await self.note_owner()
+                return
+            except Exception:
+                logger.warning("Could not record which worker runs a call; retrying", exc_info=True)
+            await asyncio.sleep(min(1.0, self.endpoint.config.heartbeat_interval))
 
     async def forget_owner(self) -> None:
         """The call answered (its final response is logged): its owner row has served."""
@@ -270,6 +282,7 @@ class CallStream:
 
     async def send(self, message: Mapping[str, Any], *, final: bool = False) -> None:
         data = dumps(message)
+        self._ended = self._ended or final
         if final and self.attached and not self.persisted and not self.priming:
             # Nothing was logged for this stream and no event id was sent (a priming event
             # carries one), so a client that resumes it cannot exist.
@@ -291,6 +304,7 @@ class CallStream:
 
     def abort(self, message: Mapping[str, Any]) -> None:
         """End an attached response with ``message``, which is not logged (the log failed)."""
+        self._ended = True
         if self.attached:
             self.attached = False
             self._queue.put_nowait(sse_frame(dumps(message)))
@@ -324,11 +338,6 @@ class CallStream:
                 # The client went away mid-call: from now on every event goes to the log only.
                 self.attached = False
                 self.persisted = True
-
-
-def _log_failure(task: asyncio.Task[Any]) -> None:
-    if not task.cancelled() and (exc := task.exception()) is not None:
-        logger.warning("Could not record which worker runs a call", exc_info=exc)
 
 
 @dataclass

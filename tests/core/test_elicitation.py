@@ -804,6 +804,33 @@ def test_a_live_call_is_not_ended_by_a_worker_whose_detach_time_is_shorter() -> 
     running.close()
 
 
+class OwnerRowFailsOnce(MemoryStore):
+    """A ``MemoryStore`` whose first write of a call's owner row fails (a database blip)."""
+
+    failed = False
+
+    def create_pending(self, session_id: str, request_id: str, method: str, params: str, elicitation: Any = None):
+        if request_id.startswith("owner-") and not self.failed:
+            self.failed = True
+            raise RuntimeError("the database went away for a moment")
+        return super().create_pending(session_id, request_id, method, params, elicitation)
+
+
+def test_a_silent_call_whose_owner_row_failed_once_is_noted_again_and_not_ended() -> None:
+    """The row a silent call writes after ``wait_detach_seconds`` fails once: it is written
+    again, so a client resuming the live call later is held, not told it stopped."""
+    store = OwnerRowFailsOnce()
+    running = endpoint(store, wait_detach_seconds=0.05, heartbeat_interval=0.1)
+    resuming = endpoint(store, stream_hold_seconds=0.3, heartbeat_interval=0.1)
+    session = initialize(running, {})
+    stream, last_id = priming_id(running, legacy_call(running, session, "nap", {"seconds": 60}, call_id=84))
+    stream.close()
+    time.sleep(0.6)  # past the call's detach time and three heartbeats
+    assert store.failed
+    assert resume(resuming, session, last_id) == []
+    running.close()
+
+
 def test_a_call_whose_id_the_stream_key_cannot_carry_notes_its_worker_at_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
