@@ -1122,6 +1122,10 @@ class LegacyProtocol:
             origin = stream_origin(stream_key)
             if origin is None or time.time() - origin[0] < stale_after:
                 return False
+            # A call logs nothing before its row but its final response, after which the row
+            # goes: a logged event means the call answered (the client resumed past it).
+            if await endpoint.db(store.has_stream, session_id, stream_key):
+                return False
             return dumps(error_body(INTERNAL_ERROR, CALL_LOST, origin[1]))
         if not isinstance(owner, str) or await endpoint.db(owner_alive, store, owner, stale_after):
             return False

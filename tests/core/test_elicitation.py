@@ -804,6 +804,20 @@ def test_a_live_call_is_not_ended_by_a_worker_whose_detach_time_is_shorter() -> 
     running.close()
 
 
+def test_a_client_resuming_after_a_calls_answer_hears_no_second_end() -> None:
+    """A quick call answered (its final response logged, no owner row left): a client that
+    resumes after that answer, however late, hears nothing more, not an error for the same id."""
+    store = MemoryStore()
+    running = endpoint(store, wait_detach_seconds=0.05, heartbeat_interval=0.1)
+    resuming = endpoint(store, stream_hold_seconds=0.3, heartbeat_interval=0.1)
+    session = initialize(running, {})
+    frames = events(running, legacy_call(running, session, "nap", {"seconds": 0}, call_id=85))
+    assert frames[-1]["data"]["id"] == 85 and frames[-1]["data"]["result"], frames
+    time.sleep(0.5)  # past the call's detach time and three heartbeats
+    assert resume(resuming, session, frames[-1]["id"]) == []
+    running.close()
+
+
 class OwnerRowFailsOnce(MemoryStore):
     """A ``MemoryStore`` whose first write of a call's owner row fails (a database blip)."""
 
