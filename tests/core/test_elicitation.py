@@ -789,19 +789,26 @@ def test_a_young_call_without_a_noted_worker_is_not_ended() -> None:
     asking.close()
 
 
+def resumed_late(store: MemoryStore, call_id: int, running: dict[str, Any], resuming: dict[str, Any]):
+    """What a client resuming a live, silent call (from its priming event) hears, once the call
+    is past the resuming worker's orphan threshold (its heartbeat is 0.1 s unless set)."""
+    asking = endpoint(store, **running)
+    session = initialize(asking, {})
+    stream, last_id = priming_id(asking, legacy_call(asking, session, "nap", {"seconds": 60}, call_id=call_id))
+    stream.close()
+    time.sleep(0.6)
+    try:
+        return resume(endpoint(store, **{"heartbeat_interval": 0.1, **resuming}), session, last_id)
+    finally:
+        asking.close()
+
+
 def test_a_live_call_is_not_ended_by_a_worker_whose_detach_time_is_shorter() -> None:
     """Workers configured apart (a rolling deploy that changes ``WAIT_DETACH_SECONDS``, a WSGI
     and an ASGI server on one database): the worker running the call notes itself after its
     own detach time, not the resuming worker's. Its live call is held, not ended."""
-    store = MemoryStore()
-    running = endpoint(store, wait_detach_seconds=60)
-    resuming = endpoint(store, stream_hold_seconds=0.3, wait_detach_seconds=0.05, heartbeat_interval=0.1)
-    session = initialize(running, {})
-    stream, last_id = priming_id(running, legacy_call(running, session, "nap", {"seconds": 60}, call_id=83))
-    stream.close()
-    time.sleep(0.5)  # past the resuming worker's detach time and three of its heartbeats
-    assert resume(resuming, session, last_id) == []
-    running.close()
+    resuming = {"stream_hold_seconds": 0.3, "wait_detach_seconds": 0.05}
+    assert resumed_late(MemoryStore(), 83, {"wait_detach_seconds": 60}, resuming) == []
 
 
 def test_a_client_resuming_after_a_calls_answer_hears_no_second_end() -> None:
@@ -813,9 +820,30 @@ def test_a_client_resuming_after_a_calls_answer_hears_no_second_end() -> None:
     session = initialize(running, {})
     frames = events(running, legacy_call(running, session, "nap", {"seconds": 0}, call_id=85))
     assert frames[-1]["data"]["id"] == 85 and frames[-1]["data"]["result"], frames
-    time.sleep(0.5)  # past the call's detach time and three heartbeats
+    time.sleep(0.7)  # past the detach time (of either worker) and three heartbeats
     assert resume(resuming, session, frames[-1]["id"]) == []
     running.close()
+
+
+class AnswersWhileRead(MemoryStore):
+    """A ``MemoryStore`` where a long call answers between a resumer's read of its stream's
+    events and its read of the call's owner row (as another worker's call may)."""
+
+    def get_pending(self, session_id: str, request_id: str):
+        if request_id.startswith("owner-") and (found := super().get_pending(session_id, request_id)):
+            call_id = json.loads(found.params)["callId"]
+            self.append_event(
+                session_id, request_id[6:], json.dumps({"jsonrpc": "2.0", "id": call_id, "result": {}}), True
+            )
+            self.delete_pending(session_id, request_id)
+        return super().get_pending(session_id, request_id)
+
+
+def test_a_long_call_that_answers_while_its_resumer_reads_ends_with_its_answer() -> None:
+    """The call, older than the orphan threshold, logs its answer and drops its owner row just
+    after the resumer found no new event: the resumer sends that answer, not an error."""
+    heard = resumed_late(AnswersWhileRead(), 86, {"wait_detach_seconds": 0.05}, {"stream_hold_seconds": 1})
+    assert heard == [{"jsonrpc": "2.0", "id": 86, "result": {}}]
 
 
 class OwnerRowFailsOnce(MemoryStore):
@@ -834,15 +862,9 @@ def test_a_silent_call_whose_owner_row_failed_once_is_noted_again_and_not_ended(
     """The row a silent call writes after ``wait_detach_seconds`` fails once: it is written
     again, so a client resuming the live call later is held, not told it stopped."""
     store = OwnerRowFailsOnce()
-    running = endpoint(store, wait_detach_seconds=0.05, heartbeat_interval=0.1)
-    resuming = endpoint(store, stream_hold_seconds=0.3, heartbeat_interval=0.1)
-    session = initialize(running, {})
-    stream, last_id = priming_id(running, legacy_call(running, session, "nap", {"seconds": 60}, call_id=84))
-    stream.close()
-    time.sleep(0.6)  # past the call's detach time and three heartbeats
+    running = {"wait_detach_seconds": 0.05, "heartbeat_interval": 0.1}
+    assert resumed_late(store, 84, running, {"stream_hold_seconds": 0.3}) == []
     assert store.failed
-    assert resume(resuming, session, last_id) == []
-    running.close()
 
 
 def test_a_call_whose_id_the_stream_key_cannot_carry_notes_its_worker_at_once(
