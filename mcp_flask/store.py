@@ -20,7 +20,7 @@ from typing import Any, ParamSpec, TypeVar, cast, overload
 from sqlalchemy import BigInteger, Engine, String, bindparam, create_engine, delete, event, func, insert, select, update
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.mysql import BINARY as MYSQL_BINARY
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL, ExceptionContext, make_url
 from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
@@ -425,9 +425,11 @@ class SQLAlchemyStore:
             else:
                 with contextlib.suppress(Exception):
                     raw.rollback()
-            raise DBAPIError.instance(
+            error = DBAPIError.instance(
                 None, None, exc, dialect.loaded_dbapi.Error, connection_invalidated=lost, dialect=dialect
-            ) from exc
+            )
+            _hint_migrate_to(error, dialect.name)
+            raise error from exc
         except BaseException:
             with contextlib.suppress(Exception):
                 raw.rollback()
@@ -1067,7 +1069,35 @@ def make_engine(uri: str | URL, options: Mapping[str, Any] | None = None) -> Eng
         if ping_when_idle:
             _ping_when_idle(engine)
     _dispose_after_fork(engine)
+    event.listen(engine, "handle_error", _hint_migrate)
     return engine
+
+
+_MIGRATE_HINT = "The MCP tables are missing or out of date: run `flask mcp migrate` or MCP.migrate(app)"
+
+
+def _hint_migrate(context: ExceptionContext) -> None:
+    if isinstance(context.sqlalchemy_exception, DBAPIError):
+        _hint_migrate_to(context.sqlalchemy_exception, context.dialect.name)
+
+
+def _hint_migrate_to(error: DBAPIError, dialect: str) -> None:
+    """Put the fix in the traceback of a statement that failed on a table or column that does
+    not exist, which here means a database ``flask mcp migrate`` never ran on (or not since an
+    upgrade): "no such table: mcp_session" alone does not say that ``db.create_all()`` is not
+    the way to create it."""
+    orig = error.orig
+    if dialect == "sqlite":
+        text = str(orig)
+        missing = text.startswith(("no such table", "no such column")) or "has no column named" in text
+    elif dialect == "postgresql":
+        missing = getattr(orig, "sqlstate", None) in ("42P01", "42703")  # undefined table, column
+    elif dialect in ("mysql", "mariadb"):
+        missing = bool(orig.args) and orig.args[0] in (1146, 1054)  # no such table, unknown column
+    else:
+        missing = False
+    if missing and _MIGRATE_HINT not in error.detail:
+        error.add_detail(_MIGRATE_HINT)
 
 
 def _ping_when_idle(engine: Engine) -> None:

@@ -497,6 +497,24 @@ def test_a_failing_principal_loader_is_a_json_500(
     assert "LookupError: boom" in caplog.text
 
 
+def test_tables_not_created_yet_the_log_says_to_run_the_migration(
+    make_app: Callable[..., Flask], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A newcomer who skipped ``flask mcp migrate`` (or ran ``db.create_all()``, which does not
+    create the extension's tables) reads the fix in the traceback, not just "no such table"."""
+    app = make_app()
+    MCP(app, server=server)
+    try:
+        with caplog.at_level(logging.ERROR, "mcp_common"):
+            response = _initialize(app.test_client())
+    finally:
+        get_state(app).close()
+    assert response.status_code == 500 and response.is_json
+    assert "flask mcp migrate" not in response.get_data(as_text=True)
+    assert "no such table: mcp_session" in caplog.text
+    assert "run `flask mcp migrate`" in caplog.text
+
+
 def test_closing_a_stream_reaches_the_core(app: Flask) -> None:
     """The WSGI server's close() on the response ends the SSE stream: in the 2026-07-28 era
     that cancels the call."""

@@ -223,6 +223,20 @@ def test_sqlite_file_uses_wal_and_a_lock_timeout(sqlite_uri: str) -> None:
     engine.dispose()
 
 
+def test_a_database_never_migrated_names_the_migration(sqlite_uri: str) -> None:
+    """Through SQLAlchemy (the session's insert) and on the driver's cursor (its read) alike."""
+    engine = make_engine(sqlite_uri)
+    store = SQLAlchemyStore(engine)
+    try:
+        for call in (lambda: store.create_session(_session()), lambda: store.get_session("s1")):
+            with pytest.raises(DBAPIError) as failed:
+                call()
+            assert "no such table: mcp_session" in str(failed.value)
+            assert "run `flask mcp migrate`" in str(failed.value)
+    finally:
+        engine.dispose()
+
+
 def test_in_memory_sqlite_is_one_shared_connection() -> None:
     engine = make_engine("sqlite://")
     migrate(engine)
