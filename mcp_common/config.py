@@ -23,6 +23,13 @@ class MCPConfig:
     allowed_origins: tuple[str, ...] = ()
     """Origin header values accepted besides the request's own host. ``"*"`` accepts any."""
 
+    hosts_setting: str = "the allowed hosts"
+    """The setting behind ``allowed_hosts``, named in the warning a refused Host logs (the
+    client is told only "Invalid Host header")."""
+
+    origins_setting: str = "the allowed origins"
+    """The setting behind ``allowed_origins``, named likewise when an Origin is refused."""
+
     max_body_size: int = 4 * 1024 * 1024
     """Largest request body accepted, in bytes; larger ones get HTTP 413."""
 

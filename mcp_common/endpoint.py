@@ -514,7 +514,7 @@ class MCPEndpoint:
         request.endpoint = self
         token = current_request.set(request)
         try:
-            refusal = check_request(self.config, request.headers, len(request.body), request.secure)
+            refusal = check_request(self.config, request.headers, len(request.body), request.secure, log=True)
             if refusal is not None:
                 return refusal
             await self._ensure_started()

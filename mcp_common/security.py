@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from functools import lru_cache
 from urllib.parse import SplitResult, urlsplit
@@ -11,6 +12,8 @@ from mcp_types import INVALID_REQUEST
 from mcp_common.config import MCPConfig
 from mcp_common.http import HTTPResponse
 from mcp_common.jsonrpc import error_response
+
+logger = logging.getLogger(__name__)
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
 
@@ -112,16 +115,32 @@ def _same_host(origin: SplitResult, host: str) -> bool:
 
 
 def check_request(
-    config: MCPConfig, headers: Mapping[str, str], body_size: int, secure: bool = False
+    config: MCPConfig, headers: Mapping[str, str], body_size: int, secure: bool = False, log: bool = False
 ) -> HTTPResponse | None:
     """A refusal, or ``None`` when the request may go on to the protocol layer (``secure``:
-    it came over HTTPS; see :func:`origin_allowed`)."""
+    it came over HTTPS; see :func:`origin_allowed`). ``log``: a refused Host or Origin is
+    logged with the setting that admits it (by the one caller that answers the refusal)."""
     if body_size > config.max_body_size:
         return error_response(413, INVALID_REQUEST, f"Request body too large (limit {config.max_body_size} bytes)")
     host = headers.get("host", "")
     if not host_allowed(host, config.allowed_hosts):
+        if log:
+            logger.warning(
+                "Invalid Host header %r. You may need to add %r to %s.",
+                host,
+                split_host(host)[0],
+                config.hosts_setting,
+            )
         return error_response(421, INVALID_REQUEST, "Invalid Host header")
     origin = headers.get("origin")
     if origin and not origin_allowed(origin, host, config.allowed_origins, secure):
+        if log:
+            logger.warning(
+                "Invalid Origin header %r for Host %r. You may need to add %r to %s.",
+                origin,
+                host,
+                origin,
+                config.origins_setting,
+            )
         return error_response(403, INVALID_REQUEST, "Invalid Origin header")
     return None

@@ -102,6 +102,8 @@ class MCPSettings:
         return MCPConfig(
             allowed_hosts=allowed_hosts,
             allowed_origins=tuple(self.ALLOWED_ORIGINS),
+            hosts_setting="ALLOWED_HOSTS",
+            origins_setting='MCP["ALLOWED_ORIGINS"]',
             max_body_size=int(self.MAX_BODY_SIZE),
             secret_keys=secret_chain(settings.SECRET_KEY, getattr(settings, "SECRET_KEY_FALLBACKS", ())),
             session_ttl=float(self.SESSION_TTL),

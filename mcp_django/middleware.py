@@ -8,6 +8,7 @@ on URLs served by an MCP view, and only on requests whose Host Django would refu
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from functools import lru_cache
 from typing import Any
@@ -67,6 +68,14 @@ def _refusal(request: HttpRequest) -> HttpResponse | None:
 
     if host_allowed(raw_host(request), mcp_settings.config.allowed_hosts) and _django_allows(request):
         return None
+    try:
+        request.get_host()
+    except DisallowedHost as exc:
+        # What CommonMiddleware's refusal would have logged, on the logger Django uses for it
+        # ("You may need to add ... to ALLOWED_HOSTS"): the client is told only "Invalid Host".
+        logging.getLogger("django.security.DisallowedHost").error(
+            str(exc), extra={"status_code": 421, "request": request}
+        )
     response = HttpResponse(
         b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Host header"}}',
         status=421,

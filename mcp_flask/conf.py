@@ -163,6 +163,8 @@ def build_config(app: Flask) -> MCPConfig:
     return MCPConfig(
         allowed_hosts=_strings(config, "MCP_ALLOWED_HOSTS", "example.com"),
         allowed_origins=_strings(config, "MCP_ALLOWED_ORIGINS", "https://example.com"),
+        hosts_setting="MCP_ALLOWED_HOSTS",
+        origins_setting="MCP_ALLOWED_ORIGINS",
         max_body_size=_integer(config, "MCP_MAX_BODY_SIZE", "bytes", 1),
         secret_keys=secrets,
         session_ttl=_number(config, "MCP_SESSION_TTL", "seconds"),

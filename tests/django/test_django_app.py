@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 
 import pytest
@@ -123,6 +124,29 @@ def test_hosts_django_refuses_get_json_421(host: str, allowed_hosts: list[str] |
     assert response.status_code == 421, response.content[:300]
     assert response["Content-Type"] == "application/json"
     assert response.json()["error"]["code"] == -32600
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_refused_host_or_origin_is_logged_with_the_setting_that_admits_it(caplog: pytest.LogCaptureFixture) -> None:
+    """MCPMiddleware answers before CommonMiddleware, whose refusal would have logged Django's
+    hint ("You may need to add ... to ALLOWED_HOSTS"): the client shows only "Invalid Host
+    header", so the log must still say it."""
+    with caplog.at_level(logging.WARNING):
+        refused = Client().post(
+            "/mcp", json.dumps(LEGACY_INIT), content_type="application/json", HTTP_HOST="shop.example.com", **HEADERS
+        )
+        assert refused.status_code == 421
+        refused = Client().post(
+            "/mcp",
+            json.dumps(LEGACY_INIT),
+            content_type="application/json",
+            HTTP_HOST="localhost",
+            HTTP_ORIGIN="http://localhost:6274",
+            **HEADERS,
+        )
+        assert refused.status_code == 403
+    assert "You may need to add 'shop.example.com' to ALLOWED_HOSTS" in caplog.text
+    assert """add 'http://localhost:6274' to MCP["ALLOWED_ORIGINS"]""" in caplog.text
 
 
 @pytest.mark.django_db(transaction=True)

@@ -381,6 +381,19 @@ def test_behind_proxyfix_a_host_naming_its_default_port_is_the_same_origin(
         get_state(app).close()
 
 
+def test_a_refused_host_or_origin_is_logged_with_the_setting_that_admits_it(
+    app: Flask, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client shows only "Invalid Host header": the log says which value and which key, as
+    Django's own log of a refused Host does ("You may need to add ... to ALLOWED_HOSTS")."""
+    client = app.test_client()
+    with caplog.at_level(logging.WARNING, "mcp_common"):
+        assert _initialize(client, Host="shop.example.com:8000").status_code == 421
+        assert _initialize(client, Origin="http://localhost:6274").status_code == 403
+    assert "add 'shop.example.com' to MCP_ALLOWED_HOSTS" in caplog.text
+    assert "add 'http://localhost:6274' to MCP_ALLOWED_ORIGINS" in caplog.text
+
+
 def test_refusals_are_json(app: Flask) -> None:
     client = app.test_client()
     response = _initialize(client, Host="evil.example")
