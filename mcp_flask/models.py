@@ -73,7 +73,8 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
         if value is None:
             return None
         stamp: dt.datetime = value
-        return stamp.replace(tzinfo=dt.UTC) if stamp.tzinfo is None else stamp
+        # PostgreSQL answers in the connection's time zone (the server's, unless set): UTC here.
+        return stamp.replace(tzinfo=dt.UTC) if stamp.tzinfo is None else stamp.astimezone(dt.UTC)
 
 
 class MCPModel(DeclarativeBase):

@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 from flask import Flask, redirect
 from mcp.server import MCPServer
-from sqlalchemy import event
+from sqlalchemy import event, text
 
 from mcp_common.elicitation import new_record
 from mcp_common.store import GET_STREAM, RequestStateRecord, SessionRecord
 from mcp_flask import MCP, get_state, migrate
 from mcp_flask.admin import PAGE_SIZE, admin_blueprint
+from tests.flask.conftest import POSTGRES_URL
 
 
 @pytest.fixture
@@ -370,3 +371,32 @@ def test_the_panel_on_an_in_memory_database_waits_for_the_stores_write(make_app:
         '{"jsonrpc": "2.0", "method": "ping"}'
     ]
     state.close()
+
+
+@pytest.mark.postgres
+def test_times_are_shown_in_utc_whatever_the_databases_time_zone(
+    make_app: Callable[..., Flask], postgres_schema: dict[str, Any]
+) -> None:
+    """PostgreSQL answers a ``timestamptz`` in the connection's time zone, the server's
+    ``TimeZone`` unless set (which ``initdb`` takes from the host): the panel, whose columns say
+    UTC, showed New York's wall time as UTC, five hours off."""
+    options = postgres_schema["connect_args"]["options"] + " -ctimezone=America/New_York"
+    app = make_app(MCP_DATABASE_URI=POSTGRES_URL, MCP_ENGINE_OPTIONS={"connect_args": {"options": options}})
+    MCP(app, server=MCPServer("Shop"))
+    migrate(app)
+    app.register_blueprint(admin_blueprint(lambda: True), url_prefix="/mcp-admin")
+    state = get_state(app)
+    try:
+        record = _form(state.store, "When was this asked?")
+        created = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(record.created))
+        expires = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(record.expires))
+        client = app.test_client()
+        assert f"<td>{created}</td>" in client.get("/mcp-admin/").get_data(as_text=True)
+        html = client.get(f"/mcp-admin/{record.id}/").get_data(as_text=True)
+        assert re.search(rf"Created \(UTC\)</th>\s*<td>{created}</td>", html), html
+        assert re.search(rf"Expires \(UTC\)</th>\s*<td>{expires}</td>", html), html
+    finally:
+        with state.engine.begin() as connection:
+            for table in ("mcp_elicitation", "mcp_request_state"):
+                connection.execute(text(f"DELETE FROM {table}"))
+        state.close()
