@@ -67,6 +67,7 @@ main{padding:16px 24px;max-width:1200px}h1{font-size:20px;margin:8px 0 16px}
 table{border-collapse:collapse;width:100%;background:#fff}
 th,td{text-align:left;padding:6px 10px;border-bottom:1px solid #e3e6ea;vertical-align:top}
 th{background:#eef1f4;font-weight:600}td.q{max-width:520px}table.fields th{width:220px}.none{color:#888}
+td.q,td.long,table.fields td{overflow-wrap:anywhere}
 nav.filters a{margin-right:10px}nav.filters a.on{font-weight:700;text-decoration:none;color:#222}
 nav.filters{margin-bottom:8px}form.search{margin:12px 0}
 .status{padding:1px 7px;border-radius:9px;background:#e3e6ea;font-size:12px}
@@ -102,8 +103,8 @@ _INDEX = """<h1>{{ total }} elicitation{{ '' if total == 1 else 's' }}</h1>
 <th>Elicitation id</th><th>Principal</th></tr></thead><tbody>
 {% for row in rows %}<tr><td>{{ when(row.created) }}</td><td>{{ row.tool or '' }}</td>
 <td class="q"><a href="{{ url_for('.detail', record_id=row.id) }}">{{ row.message|truncate(80, True, '…', 0) }}</a></td>
-<td><span class="status {{ row.status }}">{{ row.status }}</span></td><td>{{ row.elicitation_id or '' }}</td>
-<td>{{ row.principal or '' }}</td></tr>{% endfor %}
+<td><span class="status {{ row.status }}">{{ row.status }}</span></td>
+<td class="long">{{ row.elicitation_id or '' }}</td><td class="long">{{ row.principal or '' }}</td></tr>{% endfor %}
 </tbody></table>
 <p>{% if page > 1 %}<a href="{{ link(page=page - 1) }}">« newer</a>{% endif %}
 Page {{ page }} of {{ pages }}

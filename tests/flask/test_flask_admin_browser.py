@@ -3,6 +3,7 @@ Playwright) against a live server, with a screenshot of each page (see ``tests/b
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -10,68 +11,84 @@ from typing import Any
 
 from flask import Flask
 from mcp.server import MCPServer
+from sqlalchemy import update
 
 from mcp_flask import MCP, get_state
 from mcp_flask.admin import admin_blueprint
+from mcp_flask.models import MCPElicitation
 from tests.browser import chromium, screenshots
 from tests.flask.conftest import LiveServer
 from tests.flask.test_flask_admin import _form, _url_on_session
 
 
-def browse(base: str, executable: str, shots: Path, url_id: str) -> dict[str, Any]:
-    from playwright.sync_api import sync_playwright
-
+def in_chromium(width: int, steps: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+    """What ``steps(page)`` saw in a headless Chromium window ``width`` pixels wide. Playwright's
+    sync API runs an event loop in the thread that drives it: a thread of its own."""
+    executable = chromium()
     seen: dict[str, Any] = {}
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=executable, args=["--no-sandbox"])
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(f"{base}/mcp-admin/")
-            seen["title"] = page.title()
-            seen["rows"] = page.locator("tbody tr").count()
-            seen["list_text"] = page.inner_text("main")
-            page.screenshot(path=str(shots / "flask-admin-elicitations.png"), full_page=True)
 
-            page.click("nav.filters a:text-is('pending')")
-            page.wait_for_url("**status=pending**")
-            seen["pending_rows"] = page.locator("tbody tr").count()
-            page.screenshot(path=str(shots / "flask-admin-elicitations-pending.png"), full_page=True)
+    def drive() -> None:
+        from playwright.sync_api import sync_playwright
 
-            page.click("a:text('Pay the deposit for table 17')")
-            page.wait_for_url(f"**/mcp-admin/{url_id}/")
-            seen["detail_text"] = page.inner_text("main")
-            page.screenshot(path=str(shots / "flask-admin-elicitation-detail.png"), full_page=True)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+            try:
+                seen.update(steps(browser.new_page(viewport={"width": width, "height": 900})))
+            finally:
+                browser.close()
 
-            page.click("button:text('Mark completed')")
-            page.wait_for_selector(".flash")
-            seen["message"] = page.inner_text(".flash")
-            seen["after_text"] = page.inner_text("main")
-            page.screenshot(path=str(shots / "flask-admin-elicitation-completed.png"), full_page=True)
-        finally:
-            browser.close()
+    driver = threading.Thread(target=drive)
+    driver.start()
+    driver.join(120)
+    assert not driver.is_alive(), "the browser did not finish in 120 s"
+    return seen
+
+
+def panel(make_app: Callable[..., Flask], flask_live_server: Callable[[Flask], LiveServer]) -> tuple[str, Any]:
+    """The panel served on a live server: its base URL, and the app's state."""
+    app = make_app()
+    MCP(app, server=MCPServer("Bistro"))
+    app.register_blueprint(admin_blueprint(lambda: True), url_prefix="/mcp-admin")
+    return flask_live_server(app).url, get_state(app)
+
+
+def browse(base: str, shots: Path, url_id: str, page: Any) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    page.goto(f"{base}/mcp-admin/")
+    seen["title"] = page.title()
+    seen["rows"] = page.locator("tbody tr").count()
+    seen["list_text"] = page.inner_text("main")
+    page.screenshot(path=str(shots / "flask-admin-elicitations.png"), full_page=True)
+
+    page.click("nav.filters a:text-is('pending')")
+    page.wait_for_url("**status=pending**")
+    seen["pending_rows"] = page.locator("tbody tr").count()
+    page.screenshot(path=str(shots / "flask-admin-elicitations-pending.png"), full_page=True)
+
+    page.click("a:text('Pay the deposit for table 17')")
+    page.wait_for_url(f"**/mcp-admin/{url_id}/")
+    seen["detail_text"] = page.inner_text("main")
+    page.screenshot(path=str(shots / "flask-admin-elicitation-detail.png"), full_page=True)
+
+    page.click("button:text('Mark completed')")
+    page.wait_for_selector(".flash")
+    seen["message"] = page.inner_text(".flash")
+    seen["after_text"] = page.inner_text("main")
+    page.screenshot(path=str(shots / "flask-admin-elicitation-completed.png"), full_page=True)
     return seen
 
 
 def test_staff_review_and_complete_questions_in_a_browser(
     make_app: Callable[..., Flask], flask_live_server: Callable[[Flask], LiveServer], tmp_path: Path
 ) -> None:
-    executable = chromium()
     shots = screenshots(tmp_path)
-    app = make_app()
-    MCP(app, server=MCPServer("Bistro"))
-    app.register_blueprint(admin_blueprint(lambda: True), url_prefix="/mcp-admin")
-    server = flask_live_server(app)
-    store = get_state(app).store
+    base, state = panel(make_app, flask_live_server)
+    store = state.store
     _form(store, "No table for 2 on 2025-12-25. Would you like to try another date?")
     _form(store, "Delete folder 'reports'?", status="declined", ago=30)
     url, _ = _url_on_session(store, "deposit-17", message="Pay the deposit for table 17")
 
-    seen: dict[str, Any] = {}
-    # Playwright's sync API runs an event loop in the thread that drives it: a thread of its own.
-    driver = threading.Thread(target=lambda: seen.update(browse(server.url, executable, shots, url.id)))
-    driver.start()
-    driver.join(120)
-    assert not driver.is_alive(), "the browser did not finish in 120 s"
+    seen = in_chromium(1400, functools.partial(browse, base, shots, url.id))
 
     assert seen["title"] == "Elicitations · MCP elicitations"
     assert seen["rows"] == 3
@@ -91,3 +108,38 @@ def test_staff_review_and_complete_questions_in_a_browser(
     assert store.get_elicitation(url.id).status == "completed"  # type: ignore[union-attr]
     for name in ("elicitations", "elicitations-pending", "elicitation-detail", "elicitation-completed"):
         assert (shots / f"flask-admin-{name}.png").stat().st_size > 10_000, name
+
+
+LONG_URL = "https://pay.example.com/checkout?session=cs_live_" + "a1B2c3D4" * 60
+LONG_ID = "cs_live_" + "Z9y8X7w6" * 30
+
+
+def measure(base: str, shots: Path, url_id: str, page: Any) -> dict[str, Any]:
+    """How wide each page lays out, and how wide the question page's label column is."""
+    seen: dict[str, Any] = {}
+    for name, path in (("list", "/mcp-admin/"), ("detail", f"/mcp-admin/{url_id}/")):
+        page.goto(f"{base}{path}")
+        seen[f"{name}_width"] = page.evaluate("document.documentElement.scrollWidth")
+        seen[f"{name}_text"] = page.inner_text("main")
+        page.screenshot(path=str(shots / f"flask-admin-long-{name}.png"), full_page=True)
+    seen["label_width"] = page.evaluate("document.querySelector('table.fields th').offsetWidth")
+    return seen
+
+
+def test_a_long_url_or_id_wraps_inside_the_page(
+    make_app: Callable[..., Flask], flask_live_server: Callable[[Flask], LiveServer], tmp_path: Path
+) -> None:
+    """A payment link with a long query string, a provider's long session id: the panel used to
+    stretch past the window (the labels squeezed into a narrow column, the header stopping at
+    the window's edge, each value scrolled into view sideways). They wrap instead, whole."""
+    shots = screenshots(tmp_path)
+    base, state = panel(make_app, flask_live_server)
+    url, _ = _url_on_session(state.store, LONG_ID, message="Pay the deposit for table 17")
+    with state.engine.begin() as connection:
+        connection.execute(update(MCPElicitation).where(MCPElicitation.id == url.id).values(url=LONG_URL))
+
+    seen = in_chromium(1280, functools.partial(measure, base, shots, url.id))
+    assert seen["list_width"] <= 1280 and seen["detail_width"] <= 1280, seen
+    assert seen["label_width"] >= 200, seen
+    assert LONG_ID in seen["list_text"].replace("\n", "")
+    assert LONG_URL in seen["detail_text"].replace("\n", "")
