@@ -7,6 +7,7 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import SEARCH_VAR
 from django.contrib.auth import get_permission_codename
 from django.db.models import Q, QuerySet
@@ -44,6 +45,17 @@ class MCPElicitationAdmin(admin.ModelAdmin):
 
     def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Any:
         return None if "\x00" in object_id else super().get_object(request, object_id, from_field)
+
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        # Django's date drill-down raises on a year too large for a C long, or on the last
+        # month or day of year 9999 (its end is out of range): a 500 page for a hand-edited
+        # address. A bad filter, answered as Django answers the others.
+        try:
+            return super().get_changelist_instance(request)
+        except (OverflowError, ValueError) as exc:
+            if not any(name.startswith(f"{self.date_hierarchy}__") for name in request.GET):
+                raise
+            raise IncorrectLookupParameters(exc) from exc
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         # Questions are asked by tools, not typed in by staff.
