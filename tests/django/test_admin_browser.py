@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.test import Client
 
 from mcp_common.elicitation import new_record
 from mcp_common.store import RequestStateRecord, SessionRecord
@@ -158,3 +159,56 @@ def test_staff_review_and_complete_questions_in_a_browser(live_server: Any, tmp_
     assert store.get_elicitation(ids["form"]).status == "pending"  # type: ignore[union-attr]
     for name in ("admin-elicitations", "admin-elicitations-pending", "admin-elicitation-detail"):
         assert (shots / f"{name}.png").stat().st_size > 10_000, name
+
+
+LONG_URL = "https://pay.example.com/checkout?session=cs_live_" + "a1B2c3D4" * 60
+LONG_ID = "cs_live_" + "Z9y8X7w6" * 30
+
+
+def measure(base: str, executable: str, shots: Path, session_cookie: str, record_id: str) -> dict[str, Any]:
+    """How wide a question's page lays out, and which of its values run past the edge of their
+    row (which cuts them off)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        try:
+            context = browser.new_context(viewport={"width": 1280, "height": 900})
+            context.add_cookies([{"name": "sessionid", "value": session_cookie, "url": base}])
+            page = context.new_page()
+            page.goto(f"{base}/admin/mcp_django/mcpelicitation/{record_id}/change/")
+            page.screenshot(path=str(shots / "admin-elicitation-long-url.png"), full_page=True)
+            return {
+                "detail_width": page.evaluate("document.documentElement.scrollWidth"),
+                "overflowing": page.eval_on_selector_all(
+                    "div.form-row",
+                    """rows => rows.filter(row => {
+                        const value = row.querySelector('div.readonly');
+                        return value && value.getBoundingClientRect().right > row.getBoundingClientRect().right;
+                    }).map(row => row.className)""",
+                ),
+            }
+        finally:
+            browser.close()
+
+
+def test_a_long_url_or_id_is_shown_whole_on_the_question_page(live_server: Any, tmp_path: Path) -> None:
+    """A payment link with a long query string, a provider's long session id: the question's
+    page grew past the window (its heading, the row's name, holds the id), each read-only value
+    ran past its row, which cut it off, so staff could not read the end of the link they were to
+    check. They wrap instead."""
+    executable = chromium()
+    shots = screenshots(tmp_path)
+    store = DjangoStore()
+    ids = questions(store)
+    MCPElicitation.objects.filter(id=ids["url"]).update(url=LONG_URL, elicitation_id=LONG_ID)
+    client = Client()
+    client.force_login(User.objects.create_superuser("staff", "staff@example.com", PASSWORD))
+
+    with ThreadPoolExecutor(1) as pool:
+        seen = pool.submit(
+            measure, live_server.url, executable, shots, client.cookies["sessionid"].value, ids["url"]
+        ).result(timeout=120)
+
+    assert seen["detail_width"] <= 1280, seen
+    assert seen["overflowing"] == [], seen
