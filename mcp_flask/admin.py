@@ -43,12 +43,13 @@ from flask import (
 from markupsafe import Markup
 from sqlalchemy import false, func, or_, select
 from sqlalchemy.orm import Session
+from werkzeug.wrappers import Response as BaseResponse
 
 from mcp_common.elicitation import complete_in_store
 from mcp_common.store import ELICITATION_STATUSES, OPEN_STATUSES, overdue
 from mcp_flask.models import MCPElicitation
 
-Permission = Callable[[], "bool | Response"]
+Permission = Callable[[], "bool | BaseResponse"]
 """Whether the current request may see the panel: ``True``, ``False`` (403) or a response."""
 
 PAGE_SIZE = 50
@@ -152,9 +153,10 @@ def admin_blueprint(permission: Permission, *, name: str = "mcp_admin") -> Bluep
             csrf.exempt(blueprint)
 
     @blueprint.before_request
-    def _check_permission() -> Response | None:
+    def _check_permission() -> BaseResponse | None:
         allowed = permission()
-        if isinstance(allowed, Response):
+        # Werkzeug's own responses too (werkzeug.utils.redirect): Flask's is a subclass.
+        if isinstance(allowed, BaseResponse):
             return allowed
         if allowed is not True:
             abort(403)

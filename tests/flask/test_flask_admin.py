@@ -10,8 +10,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import flask
 import pytest
-from flask import Flask, redirect
+import werkzeug.utils
+from flask import Flask
 from mcp.server import MCPServer
 from sqlalchemy import event, text
 
@@ -116,7 +118,12 @@ def test_staff_see_the_questions_newest_first_and_others_are_refused(app: Flask,
     assert client.post(f"/mcp-admin/{record.id}/complete").status_code == 403
 
 
-def test_a_permission_check_may_answer_with_its_own_response(make_app: Callable[..., Flask]) -> None:
+@pytest.mark.parametrize("redirect", [flask.redirect, werkzeug.utils.redirect], ids=["flask", "werkzeug"])
+def test_a_permission_check_may_answer_with_its_own_response(
+    make_app: Callable[..., Flask], redirect: Callable[[str], Any]
+) -> None:
+    """Any response, Werkzeug's own too (``werkzeug.utils.redirect``, which Flask's builds on):
+    it was answered 403 instead, the staff member never sent to the login page."""
     app = make_app()
     MCP(app, server=MCPServer("Shop"))
     migrate(app)
