@@ -162,6 +162,13 @@ def admin_blueprint(permission: Permission, *, name: str = "mcp_admin") -> Bluep
             abort(403)
         return None
 
+    @blueprint.after_request
+    def _refuse_framing(response: BaseResponse) -> BaseResponse:
+        # Clickjacking: another site must not frame the completion button under one of its
+        # own. (Django's admin has XFrameOptionsMiddleware; a Flask app nothing of the kind.)
+        response.headers.setdefault("X-Frame-Options", "DENY")
+        return response
+
     blueprint.add_url_rule("/", "index", _index)
     blueprint.add_url_rule("/<record_id>/", "detail", _detail)
     blueprint.add_url_rule("/<record_id>/complete", "complete", _complete, methods=["POST"])

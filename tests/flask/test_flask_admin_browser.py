@@ -143,3 +143,27 @@ def test_a_long_url_or_id_wraps_inside_the_page(
     assert seen["label_width"] >= 200, seen
     assert LONG_ID in seen["list_text"].replace("\n", "")
     assert LONG_URL in seen["detail_text"].replace("\n", "")
+
+
+def framed(base: str, shots: Path, url_id: str, page: Any) -> dict[str, Any]:
+    """What another site that frames a question's page shows its visitor."""
+    page.set_content(f'<iframe src="{base}/mcp-admin/{url_id}/" width="1200" height="800"></iframe>')
+    page.screenshot(path=str(shots / "flask-admin-framed.png"))
+    return {"buttons": page.frame_locator("iframe").locator("button").count()}
+
+
+def test_another_site_cannot_frame_the_panel(
+    make_app: Callable[..., Flask], flask_live_server: Callable[[Flask], LiveServer], tmp_path: Path
+) -> None:
+    """Clickjacking: a page of another site could frame the panel, invisibly, under a button of
+    its own, and a member of staff who clicked it would mark a deposit paid (browsers that send
+    the session cookie to a frame: Firefox, Safari; any browser for a site on a sibling
+    subdomain). Django's admin has ``XFrameOptionsMiddleware``; a Flask app has nothing of the
+    kind. The panel refuses to be framed."""
+    shots = screenshots(tmp_path)
+    base, state = panel(make_app, flask_live_server)
+    url, _ = _url_on_session(state.store, "deposit-18", message="Pay the deposit for table 18")
+
+    seen = in_chromium(1280, functools.partial(framed, base, shots, url.id))
+
+    assert seen["buttons"] == 0
