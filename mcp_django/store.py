@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import fields
 from typing import Any, TypeVar, cast, overload
 
+from django.conf import settings
 from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError, connections, router, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -57,7 +58,11 @@ T = TypeVar("T")
 
 
 def _ts(value: float) -> dt.datetime:
-    return dt.datetime.fromtimestamp(value, tz=dt.UTC)
+    """Epoch seconds as the project keeps datetimes: aware UTC under ``USE_TZ``, else naive
+    local wall time (Django set the process's zone to ``TIME_ZONE``), as Django itself does."""
+    if settings.USE_TZ:
+        return dt.datetime.fromtimestamp(value, tz=dt.UTC)
+    return dt.datetime.fromtimestamp(value)
 
 
 def overdue_rows(now: float) -> Q:
@@ -613,8 +618,17 @@ def _driver_cursor(connection: Any) -> Any:
 
         if is_psycopg3:
             import psycopg
+            from django.db.backends.postgresql.base import TIMESTAMPTZ_OID
+            from django.db.backends.postgresql.psycopg_any import register_tzloader
+            from psycopg.pq import Format
 
-            return psycopg.Cursor(raw)
+            cursor = psycopg.Cursor(raw)
+            # As Django's own cursors: times read in the zone Django expects now (a connection
+            # opened under other settings, as a test's override of USE_TZ leaves it, reads
+            # them otherwise).
+            if connection.timezone != raw.adapters.get_loader(TIMESTAMPTZ_OID, Format.TEXT).timezone:
+                register_tzloader(connection.timezone, cursor)
+            return cursor
     return raw.cursor()
 
 
@@ -657,11 +671,12 @@ def _alias() -> str:
 
 
 def _epoch(value: Any, connection: Any) -> float:
-    """A datetime column read with plain SQL, as epoch seconds (SQLite may give naive UTC or text)."""
+    """A datetime column read with plain SQL, as epoch seconds (SQLite may give text, and a
+    naive time: UTC under ``USE_TZ``, else local wall time, as :func:`_ts` wrote it)."""
     if isinstance(value, str):
         value = parse_datetime(value)
     if isinstance(value, dt.datetime):
-        if value.tzinfo is None:
+        if value.tzinfo is None and settings.USE_TZ:
             value = value.replace(tzinfo=dt.UTC)
         return value.timestamp()
     raise TypeError(f"unexpected datetime value from {connection.vendor}: {value!r}")

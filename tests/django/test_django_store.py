@@ -206,3 +206,44 @@ def test_a_store_call_failing_inside_the_callers_transaction_leaves_it_to_the_ca
     with pytest.raises(OperationalError, match="concurrent update"):
         DjangoStore().create_session(SessionRecord("s1", "2025-11-25", "{}", None, "x", now, now))
     assert User.objects.filter(username="ada").exists()
+
+
+@pytest.fixture
+def local_time(settings: Any) -> None:
+    """A project that kept Django's default before 5.0, ``USE_TZ = False``, in a zone far
+    from UTC (naive local times in the database, as the rest of the project writes them)."""
+    settings.USE_TZ = False
+    settings.TIME_ZONE = "America/New_York"
+
+
+def test_the_store_keeps_times_right_without_time_zone_support(local_time: None) -> None:
+    """Every store write and read, ORM and plain SQL, under ``USE_TZ = False``: the times read
+    back are the times written (an hour's skew would expire questions early or late, and take
+    live workers for dead), and the rows hold local wall time, as the admin shows them."""
+    from django.utils import timezone
+
+    from mcp_common.elicitation import worker_id
+    from mcp_django.models import MCPElicitation, MCPSession
+    from tests.store_checks import _new_session, _new_state, _pending_question, _redeem
+
+    store = DjangoStore()
+    session = _new_session()
+    store.create_session(session)
+    assert abs(store.get_session(session.session_id).created - session.created) < 1
+    stored = MCPSession.objects.get(session_id=session.session_id).created
+    assert timezone.is_naive(stored) and abs((stored - timezone.now()).total_seconds()) < 60
+
+    store.beat_worker(worker_id(), time.time())
+    assert abs(store.worker_seen(worker_id()) - time.time()) < 60
+
+    session_id, request_id, question = _pending_question(store)
+    assert abs(store.get_pending(session_id, request_id).created - time.time()) < 60
+    assert abs(store.get_elicitation(question.id).expires - question.expires) < 1
+    assert store.expire_elicitations(time.time()) == 0
+    assert store.expire_elicitations(question.expires + 1) >= 1
+
+    state, asked = _new_state(store)
+    redeemed = _redeem(store, state, time.time())
+    assert redeemed is not None and abs(redeemed.expires - state.expires) < 1
+    row = MCPElicitation.objects.get(id=asked.id)
+    assert row.status == "accepted" and timezone.is_naive(row.updated)
