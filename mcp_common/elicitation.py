@@ -93,6 +93,24 @@ def check_elicitation_id(elicitation_id: str) -> None:
         )
 
 
+def check_text(name: str, value: object, *, optional: bool = False) -> None:
+    """Raise ``TypeError`` naming the argument ``name`` unless ``value`` is a ``str`` (or, with
+    ``optional``, ``None``): a webhook's payload that lacked the field says so where the
+    application called, not deep inside a store."""
+    if not isinstance(value, str) and not (optional and value is None):
+        raise TypeError(f"{name} must be a str{' or None' if optional else ''}, not {type(value).__name__}")
+
+
+def check_completion(elicitation_id: object, server: object) -> None:
+    """The arguments of ``complete_elicitation`` (Django, Flask, the Celery task): a ``str`` id
+    that is not empty (no question is asked under an empty one: it is a field left blank), a
+    ``str`` server name or ``None``."""
+    check_text("elicitation_id", elicitation_id)
+    check_text("server", server, optional=True)
+    if not elicitation_id:
+        raise ValueError("elicitation_id must not be empty: no question is asked under an empty id")
+
+
 def _consent_model(url: str, elicitation_id: str) -> type[UrlConsent]:
     return create_model(
         "UrlConsent",
@@ -150,6 +168,7 @@ def caller_elicitation_id(base: str) -> str:
     identity, and so one id. Put it where the completion will come from (the payment link)."""
     from mcp_common.endpoint import current_request
 
+    check_text("base", base)
     request = current_request.get()
     endpoint = request.endpoint if request is not None else None
     if endpoint is None:
@@ -181,6 +200,7 @@ async def elicitation_completed(elicitation_id: str) -> bool:
     """
     from mcp_common.endpoint import current_request
 
+    check_text("elicitation_id", elicitation_id)
     request = current_request.get()
     endpoint = request.endpoint if request is not None else None
     if endpoint is None:
@@ -352,6 +372,8 @@ def complete_in_store(
     (a tool may complete an id it never asked through this package: then the caller notifies
     its own session, as the SDK would).
     """
+    check_text("elicitation_id", elicitation_id)
+    check_text("server_name", server_name, optional=True)
     now = time.time()
     stored_id = storable_text(elicitation_id)  # as the rows keep it: see new_record
     if principal is ANY_PRINCIPAL:

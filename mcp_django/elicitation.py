@@ -7,6 +7,7 @@ from mcp_common.elicitation import (
     ElicitUrl,
     UrlConsent,
     caller_elicitation_id,
+    check_completion,
     complete_in_store,
     elicitation_completed,
 )
@@ -28,11 +29,13 @@ def complete_elicitation(elicitation_id: str, server: str | None = None) -> int:
     from whichever worker holds it, or when they next open one. The 2026-07-28 wire has no such
     notification: there a tool's resolver observes it with ``elicitation_completed``, and the
     admin shows it.
-    Calling it again changes nothing and sends nothing.
+    Calling it again changes nothing and sends nothing. An id that is not a ``str``
+    raises ``TypeError``, an empty one ``ValueError``.
     ``server`` (a server name) limits it to one server's elicitations.
     """
     from mcp_django.store import DjangoStore
 
+    check_completion(elicitation_id, server)
     moved, _ = complete_in_store(DjangoStore(), elicitation_id, server)
     return len(moved)
 

@@ -9,6 +9,7 @@ from mcp_common.elicitation import (
     ElicitUrl,
     UrlConsent,
     caller_elicitation_id,
+    check_completion,
     complete_in_store,
     elicitation_completed,
 )
@@ -22,10 +23,12 @@ def complete_elicitation(elicitation_id: str, server: str | None = None, *, app:
     Legacy clients receive ``notifications/elicitation/complete`` on their session's GET stream,
     from whichever worker holds it, or when they next open one. The 2026-07-28 wire has no such
     notification: there a tool's resolver observes it with ``elicitation_completed``, and the
-    review panel shows it. Calling it again changes nothing and sends nothing. Needs the app (or its
+    review panel shows it. Calling it again changes nothing and sends nothing. An id that is not a
+    ``str`` raises ``TypeError``, an empty one ``ValueError``. Needs the app (or its
     context); ``server`` (a server name) limits it to one server's elicitations.
     """
     from mcp_flask.extension import get_state
 
+    check_completion(elicitation_id, server)
     moved, _ = complete_in_store(get_state(app).store, elicitation_id, server)
     return len(moved)

@@ -29,7 +29,13 @@ from pydantic import BaseModel
 
 from example_project.servers.bistro import mcp as bistro_server
 from mcp_common import HTTPRequest, HTTPResponse, MCPConfig, MCPEndpoint, MemoryStore
-from mcp_common.elicitation import ElicitUrl, UrlConsent, complete_in_store, elicitation_completed
+from mcp_common.elicitation import (
+    ElicitUrl,
+    UrlConsent,
+    caller_elicitation_id,
+    complete_in_store,
+    elicitation_completed,
+)
 from mcp_common.schemas import ElicitationSchemaError, assert_server_schemas, check_server_schemas
 from mcp_common.state import parse_handle
 from mcp_common.store import GET_STREAM, REFUSED_DETAIL
@@ -421,6 +427,16 @@ def test_a_2026_call_observes_its_callers_completed_url_question_and_is_not_sent
     assert status == 200 and body["result"]["content"][0]["text"] == PAID
     # Bob's question is his: Alice's payment does not answer it, asked before it or after.
     assert ask(point, "hold_table", args, principal="bob")[1]["params"]["url"] == PAY_AT + bobs
+
+
+@pytest.mark.parametrize("value", [None, 17, b"hold-1"], ids=["None", "int", "bytes"])
+def test_elicitation_ids_that_are_not_text_are_refused_naming_the_argument(value: Any) -> None:
+    """``caller_elicitation_id(payload.get("booking"))`` must not make ``"None.<digest>"``, an id
+    every caller missing the field would share; nor may completion fail deep in the store."""
+    with pytest.raises(TypeError, match=rf"^base must be a str, not {type(value).__name__}"):
+        caller_elicitation_id(value)
+    with pytest.raises(TypeError, match=rf"^elicitation_id must be a str, not {type(value).__name__}"):
+        complete_in_store(MemoryStore(), value)
 
 
 def test_elicitation_completed_needs_a_request_being_served() -> None:

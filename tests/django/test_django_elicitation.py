@@ -128,6 +128,30 @@ def test_complete_elicitation_queues_the_notification_once() -> None:
     assert mcp_django.complete_elicitation("never-asked") == 0
 
 
+NOT_TEXT = {"None": None, "int": 17, "bytes": b"dep-2", "list": ["dep-2"]}
+
+
+@pytest.mark.parametrize("value", NOT_TEXT.values(), ids=list(NOT_TEXT))
+def test_complete_elicitation_refuses_an_id_that_is_not_text_naming_the_argument(value: Any) -> None:
+    """A webhook whose payload lacked the field (``payload.get("id")``) hears it where it
+    called, not as a TypeError from deep inside the store; so does the Celery task."""
+    from mcp_django.tasks import complete_elicitation_task
+
+    with pytest.raises(TypeError, match=rf"^elicitation_id must be a str, not {type(value).__name__}"):
+        mcp_django.complete_elicitation(value)
+    with pytest.raises(TypeError, match=r"^elicitation_id must be a str"):
+        complete_elicitation_task.apply(args=[value]).get()
+    with pytest.raises(TypeError, match=r"^server must be a str or None, not int"):
+        mcp_django.complete_elicitation("dep-2", 3)  # type: ignore[arg-type]
+
+
+def test_complete_elicitation_refuses_an_empty_id() -> None:
+    """No question is asked under an empty id: completing one is a caller's mistake (a field
+    left blank), said as such rather than answered with 0."""
+    with pytest.raises(ValueError, match=r"^elicitation_id must not be empty"):
+        mcp_django.complete_elicitation("")
+
+
 def test_elicitation_ids_differing_only_in_case_are_apart() -> None:
     """A payment provider's ids are case-sensitive; completing one never completes another
     (MySQL and MariaDB compare text case-insensitively and ignore trailing spaces by default)."""

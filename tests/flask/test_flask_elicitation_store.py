@@ -508,6 +508,29 @@ def test_complete_elicitations(store: SessionStore) -> None:
     assert e is not None and e.status == "pending"
 
 
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [(None, TypeError), (17, TypeError), (b"pay-1", TypeError), (["pay-1"], TypeError), ("", ValueError)],
+    ids=["None", "int", "bytes", "list", "empty"],
+)
+def test_complete_elicitation_refuses_an_id_that_is_not_one_naming_the_argument(
+    value: Any, error: type[Exception], tmp_path: Path
+) -> None:
+    """A webhook whose payload lacked the field hears it where it called, not as a TypeError
+    from deep inside the store."""
+    from mcp_flask import complete_elicitation
+
+    app = Flask("mcp_flask_elicitation_tests", instance_path=str(tmp_path / "instance"))
+    app.config.update(SECRET_KEY="flask-adapter-tests-secret-key-0123456789abcdef")
+    MCP(app, server=server)
+    try:
+        MCP.migrate(app)
+        with pytest.raises(error, match=r"^elicitation_id must "):
+            complete_elicitation(value, app=app)
+    finally:
+        app.extensions["mcp"].close()
+
+
 def test_elicitation_ids_differing_only_in_case_are_apart(store: SessionStore) -> None:
     """A payment provider's ids are case-sensitive; completing one never completes another
     (MySQL and MariaDB compare text case-insensitively and ignore trailing spaces by default)."""
