@@ -45,12 +45,12 @@ from pydantic import BaseModel, Field, PrivateAttr, create_model
 from mcp_common import _sdk
 from mcp_common.jsonrpc import dumps
 from mcp_common.store import (
-    GET_STREAM,
+    ANY_PRINCIPAL,
     MAX_ELICITATION_ID,
     REFUSED_DETAIL,
     ElicitationRecord,
     SessionStore,
-    complete_rows,
+    asked_by,
     new_row_id,
     storable_text,
 )
@@ -353,10 +353,6 @@ async def refusal_verdict() -> AsyncIterator[None]:
 # -- completion ------------------------------------------------------------------------------
 
 
-ANY_PRINCIPAL: Any = object()
-"""For :func:`complete_in_store`: whoever asked (a webhook, a task, staff)."""
-
-
 def complete_in_store(
     store: SessionStore, elicitation_id: str, server_name: str | None = None, principal: Any = ANY_PRINCIPAL
 ) -> tuple[list[ElicitationRecord], bool]:
@@ -374,21 +370,11 @@ def complete_in_store(
     """
     check_text("elicitation_id", elicitation_id)
     check_text("server_name", server_name, optional=True)
-    now = time.time()
     stored_id = storable_text(elicitation_id)  # as the rows keep it: see new_record
-    if principal is ANY_PRINCIPAL:
-        moved = store.complete_elicitations(stored_id, now, server_name)
-        rows = None
-    else:
-        rows = [r for r in store.find_elicitations(stored_id, server_name) if r.principal == principal]
-        moved = complete_rows(store, rows, now)
     message = dumps({"jsonrpc": "2.0", "method": COMPLETE_METHOD, "params": {"elicitationId": elicitation_id}})
-    notified: set[str] = set()
-    for row in moved:
-        if row.session_id and row.session_id not in notified:
-            notified.add(row.session_id)
-            store.append_event(row.session_id, GET_STREAM, message, False)
-    exists = bool(moved) or bool(rows if rows is not None else store.find_elicitations(stored_id, server_name))
+    # The rows and their sessions' notifications in one transaction: see complete_elicitations.
+    moved = store.complete_elicitations(stored_id, time.time(), server_name, principal=principal, notification=message)
+    exists = bool(moved) or bool(asked_by(store.find_elicitations(stored_id, server_name), principal))
     return moved, exists
 
 

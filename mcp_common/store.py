@@ -330,6 +330,9 @@ class _Identified(Protocol):
     @property
     def server_name(self) -> str: ...
 
+    @property
+    def principal(self) -> str | None: ...
+
 
 R = TypeVar("R", bound=_Identified)
 
@@ -344,6 +347,22 @@ def exactly(rows: Iterable[R], elicitation_id: str, server_name: str | None) -> 
         for row in rows
         if row.elicitation_id == elicitation_id and (server_name is None or row.server_name == server_name)
     ]
+
+
+ANY_PRINCIPAL: Any = object()
+"""For ``complete_elicitations``: whoever asked (a webhook, a task, staff)."""
+
+
+def asked_by(rows: Iterable[R], principal: Any) -> list[R]:
+    """The rows (anything with a ``principal`` attribute) that ``principal`` asked; all of them
+    for :data:`ANY_PRINCIPAL` (``None`` is the anonymous principal)."""
+    return [row for row in rows if principal is ANY_PRINCIPAL or row.principal == principal]
+
+
+def notified_sessions(moved: Iterable[ElicitationRecord]) -> list[str]:
+    """The sessions a completion that moved these rows notifies: each once, in one order (so
+    that two completions take their streams' turns in the same order)."""
+    return sorted({row.session_id for row in moved if row.session_id})
 
 
 def complete_rows(store: SessionStore, rows: Sequence[ElicitationRecord], now: float) -> list[ElicitationRecord]:
@@ -643,10 +662,20 @@ class SessionStore(Protocol):
         ...
 
     def complete_elicitations(
-        self, elicitation_id: str, now: float, server_name: str | None = None
+        self,
+        elicitation_id: str,
+        now: float,
+        server_name: str | None = None,
+        *,
+        principal: Any = ANY_PRINCIPAL,
+        notification: str | None = None,
     ) -> list[ElicitationRecord]:
-        """Mark the open rows with this ``elicitationId`` completed; the rows that moved. An
-        :func:`overdue` one is marked expired instead (and is not among them)."""
+        """Mark the open rows with this ``elicitationId`` (that ``principal`` asked) completed;
+        the rows that moved. An :func:`overdue` one is marked expired instead (and is not among
+        them). ``notification``: appended to the GET stream of each session whose row moved
+        (:func:`notified_sessions`), in the same transaction as the rows' updates. A completion
+        recorded without its notification would be lost for good: its retry (Celery's
+        redelivery, a webhook sent again) finds nothing open, and tells nobody."""
         ...
 
     def expire_elicitations(self, now: float) -> int:
@@ -874,16 +903,25 @@ class MemoryStore:
             return True
 
     def complete_elicitations(
-        self, elicitation_id: str, now: float, server_name: str | None = None
+        self,
+        elicitation_id: str,
+        now: float,
+        server_name: str | None = None,
+        *,
+        principal: Any = ANY_PRINCIPAL,
+        notification: str | None = None,
     ) -> list[ElicitationRecord]:
         moved = []
         with self._lock:
-            for row in self.find_elicitations(elicitation_id, server_name):
+            for row in asked_by(self.find_elicitations(elicitation_id, server_name), principal):
                 if overdue(row.status, row.expires, now):
                     self._elicitations[row.id] = replace(row, status="expired", updated=now)
                 elif row.status in OPEN_STATUSES:
                     self._elicitations[row.id] = new = replace(row, status="completed", updated=now)
                     moved.append(new)
+            if notification is not None:
+                for session_id in notified_sessions(moved):
+                    self._events.append(EventRecord(next(self._ids), session_id, GET_STREAM, notification, False))
         return moved
 
     def expire_elicitations(self, now: float) -> int:

@@ -20,6 +20,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from mcp_common.store import (
+    ANY_PRINCIPAL,
+    GET_STREAM,
     ONE_STATEMENT_ANSWERS,
     UNANSWERED_DETAIL,
     ElicitationRecord,
@@ -30,10 +32,12 @@ from mcp_common.store import (
     SessionRecord,
     SQLiteWriteLock,
     answer_recorded,
+    asked_by,
     column_values,
     complete_rows,
     exactly,
     leave_stream_turn,
+    notified_sessions,
     pending_written,
     record_of,
     rerun_claim,
@@ -368,11 +372,29 @@ class DjangoStore:
         return rows.update(**changes) == 1
 
     @_retry
-    @_serial_in_memory
+    @_serial_on_sqlite
     def complete_elicitations(
-        self, elicitation_id: str, now: float, server_name: str | None = None
+        self,
+        elicitation_id: str,
+        now: float,
+        server_name: str | None = None,
+        *,
+        principal: Any = ANY_PRINCIPAL,
+        notification: str | None = None,
     ) -> list[ElicitationRecord]:
-        return complete_rows(self, self.find_elicitations(elicitation_id, server_name), now)
+        rows = asked_by(self.find_elicitations(elicitation_id, server_name), principal)
+        if not rows:
+            return []
+        connection = connections[_alias()]
+        # The rows and their notifications commit together (see SessionStore.complete_elicitations).
+        # MySQL, MariaDB: the GET streams' turns (see append_event) are held until the commit.
+        sessions = notified_sessions(rows) if notification is not None else []
+        with _stream_turns(connection, sessions), transaction.atomic(using=connection.alias):
+            moved = complete_rows(self, rows, now)
+            if notification is not None:
+                for session_id in notified_sessions(moved):
+                    self.append_event(session_id, GET_STREAM, notification)
+        return moved
 
     @_retry
     @_serial_on_sqlite
@@ -568,6 +590,27 @@ class DjangoStore:
     def worker_seen(self, worker_id: str) -> float | None:
         beat = MCPWorker.objects.filter(worker_id=worker_id).values_list("last_beat", flat=True).first()
         return beat.timestamp() if beat is not None else None
+
+
+@contextlib.contextmanager
+def _stream_turns(connection: Any, session_ids: Sequence[str]) -> Iterator[None]:
+    """MySQL and MariaDB in autocommit mode: hold the turns of these sessions' GET streams
+    (:func:`mcp_common.store.take_stream_turn`, in the order given) around a transaction that
+    appends to them, so that their event ids commit in order. Elsewhere nothing: PostgreSQL's
+    append takes its turn in the transaction; inside an application's transaction the commit
+    comes later, when a turn left now would guard nothing."""
+    if connection.vendor != "mysql" or not session_ids or connection.in_atomic_block or not connection.get_autocommit():
+        yield
+        return
+    with connection.cursor() as cursor:
+        turns: list[str] = []
+        try:
+            for session_id in session_ids:
+                turns.append(take_stream_turn(cursor, session_id, GET_STREAM))
+            yield
+        finally:
+            for turn in reversed(turns):
+                leave_stream_turn(cursor, turn)
 
 
 @contextlib.contextmanager

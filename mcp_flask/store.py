@@ -27,6 +27,8 @@ from sqlalchemy.pool import StaticPool
 
 from mcp_common.store import (
     ANSWERED_OPEN_STATUSES,
+    ANY_PRINCIPAL,
+    GET_STREAM,
     ONE_STATEMENT_ANSWERS,
     OPEN_STATUSES,
     UNANSWERED_DETAIL,
@@ -38,9 +40,11 @@ from mcp_common.store import (
     SessionRecord,
     SQLiteWriteLock,
     answer_recorded,
+    asked_by,
     column_values,
     exactly,
     leave_stream_turn,
+    notified_sessions,
     overdue,
     pending_written,
     record_of,
@@ -758,9 +762,15 @@ class SQLAlchemyStore:
             return bool(s.execute(query, execution_options=_NO_SYNC).rowcount == 1)  # type: ignore[attr-defined]
 
     @_retry
-    @_serial_in_memory
+    @_serial_on_sqlite
     def complete_elicitations(
-        self, elicitation_id: str, now: float, server_name: str | None = None
+        self,
+        elicitation_id: str,
+        now: float,
+        server_name: str | None = None,
+        *,
+        principal: Any = ANY_PRINCIPAL,
+        notification: str | None = None,
     ) -> list[ElicitationRecord]:
         candidates = select(
             MCPElicitation.id,
@@ -768,45 +778,82 @@ class SQLAlchemyStore:
             MCPElicitation.expires,
             MCPElicitation.elicitation_id,
             MCPElicitation.server_name,
+            MCPElicitation.principal,
+            MCPElicitation.session_id,
         ).where(MCPElicitation.elicitation_id == elicitation_id, MCPElicitation.status.in_(OPEN_STATUSES))
         if server_name is not None:
             candidates = candidates.where(MCPElicitation.server_name == server_name)
         candidates = candidates.order_by(MCPElicitation.created, MCPElicitation.id)
         with self._session() as s, s.begin():
-            found = exactly(s.execute(candidates), elicitation_id, server_name)
-        open_rows = [(row.id, row.status, row.expires) for row in found]
-        if not open_rows:
+            found = asked_by(exactly(s.execute(candidates), elicitation_id, server_name), principal)
+        if not found:
             return []
         moved: list[ElicitationRecord] = []
-        with self._session() as s, s.begin():
-            for record_id, status, expires in open_rows:
-                # Guarded per row: of two workers completing the same elicitation, each row moves
-                # for exactly one of them, and each reports only the rows it moved.
-                from_statuses = OPEN_STATUSES
-                if overdue(status, expires.timestamp(), now):
-                    # Expired, as the heartbeat would have left it; completed only if it was
-                    # answered meanwhile (its expiry never changes).
-                    expired = s.execute(
-                        update(MCPElicitation)
-                        .where(MCPElicitation.id == record_id, MCPElicitation.status == "pending")
-                        .values(status="expired", updated=_ts(now)),
-                        execution_options=_NO_SYNC,
-                    )
-                    if expired.rowcount == 1:  # type: ignore[attr-defined]
-                        continue
-                    from_statuses = ANSWERED_OPEN_STATUSES
-                result = s.execute(
-                    update(MCPElicitation)
-                    .where(MCPElicitation.id == record_id, MCPElicitation.status.in_(from_statuses))
-                    .values(status="completed", updated=_ts(now)),
-                    execution_options=_NO_SYNC,
-                )
-                if result.rowcount == 1:  # type: ignore[attr-defined]
-                    # Read after the write, in its transaction: the row as this update left it.
-                    row = s.get(MCPElicitation, record_id)
-                    if row is not None:
-                        moved.append(_elicitation_record(row))
+        # The rows and their notifications commit together (see SessionStore.complete_elicitations),
+        # on one connection: MySQL's and MariaDB's stream turns are the connection's, left after
+        # the commit.
+        with self.engine.connect() as connection:
+            turns: list[str] = []
+            cursor = None
+            try:
+                if notification is not None and self._driver.stream_turns:
+                    cursor = connection.connection.cursor()
+                    for session_id in notified_sessions(found):  # type: ignore[arg-type]
+                        turns.append(take_stream_turn(cursor, session_id, GET_STREAM))
+                with Session(connection, expire_on_commit=False) as s, s.begin():
+                    for row in found:
+                        if self._completed(s, row.id, row.status, row.expires, now):
+                            # Read after the write, in its transaction: the row as this update left it.
+                            record = s.get(MCPElicitation, row.id)
+                            if record is not None:
+                                moved.append(_elicitation_record(record))
+                    if notification is not None:
+                        for session_id in notified_sessions(moved):
+                            self._append_in(s, session_id, notification)
+            finally:
+                if cursor is not None:
+                    for turn in reversed(turns):
+                        leave_stream_turn(cursor, turn)
+                    cursor.close()
         return moved
+
+    @staticmethod
+    def _completed(s: Session, record_id: str, status: str, expires: dt.datetime, now: float) -> bool:
+        """One row of a completion: whether it moved to ``completed``. Guarded: of two workers
+        completing the same elicitation, each row moves for exactly one of them, and each
+        reports only the rows it moved."""
+        from_statuses = OPEN_STATUSES
+        if overdue(status, expires.timestamp(), now):
+            # Expired, as the heartbeat would have left it; completed only if it was answered
+            # meanwhile (its expiry never changes).
+            expired = s.execute(
+                update(MCPElicitation)
+                .where(MCPElicitation.id == record_id, MCPElicitation.status == "pending")
+                .values(status="expired", updated=_ts(now)),
+                execution_options=_NO_SYNC,
+            )
+            if expired.rowcount == 1:  # type: ignore[attr-defined]
+                return False
+            from_statuses = ANSWERED_OPEN_STATUSES
+        result = s.execute(
+            update(MCPElicitation)
+            .where(MCPElicitation.id == record_id, MCPElicitation.status.in_(from_statuses))
+            .values(status="completed", updated=_ts(now)),
+            execution_options=_NO_SYNC,
+        )
+        return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+
+    def _append_in(self, s: Session, session_id: str, message: str) -> None:
+        """Append a GET-stream event in the session's transaction (PostgreSQL: taking the
+        stream's turn first, as ``append_event`` does)."""
+        values = {"session_id": session_id, "stream_key": GET_STREAM, "message": message, "final": False}
+        values["created"] = utcnow()
+        connection = s.connection()  # Core statements: the ORM would take these keys for attributes
+        if self._driver.append_event is not None:
+            params = {f"e_{name}": value for name, value in values.items()}
+            connection.execute(_APPEND_EVENT_IN_TURN, {**params, "b_lock": stream_lock_key(session_id, GET_STREAM)})
+        else:
+            connection.execute(_INSERT_EVENT, values)
 
     @_retry
     @_serial_on_sqlite

@@ -401,3 +401,74 @@ def check_threads_share_an_in_memory_database(
         thread.join(60)
     assert not errors, errors[:3]
     assert len(store.events_after(session.session_id, "stream", 0)) == 2 * per_writer
+
+
+# -- a completion that fails half-way -----------------------------------------------------------
+# Celery delivers a task at least once and payment providers retry their webhooks: a
+# completion that failed must be worth running again. A trigger makes the database refuse the
+# notification's event, as a full disk or a lost connection would.
+
+_NO_EVENTS = {
+    "sqlite": (
+        [
+            "CREATE TRIGGER mcp_test_no_events BEFORE INSERT ON {table} "
+            "BEGIN SELECT RAISE(ABORT, 'no space left on device'); END"
+        ],
+        ["DROP TRIGGER mcp_test_no_events"],
+    ),
+    "postgresql": (
+        [
+            "CREATE FUNCTION mcp_test_no_events() RETURNS trigger LANGUAGE plpgsql "
+            "AS $$ BEGIN RAISE EXCEPTION 'no space left on device'; END $$",
+            "CREATE TRIGGER mcp_test_no_events BEFORE INSERT ON {table} "
+            "FOR EACH ROW EXECUTE FUNCTION mcp_test_no_events()",
+        ],
+        ["DROP TRIGGER mcp_test_no_events ON {table}", "DROP FUNCTION mcp_test_no_events()"],
+    ),
+    "mysql": (
+        [
+            "CREATE TRIGGER mcp_test_no_events BEFORE INSERT ON {table} FOR EACH ROW "
+            "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'no space left on device'"
+        ],
+        ["DROP TRIGGER mcp_test_no_events"],
+    ),
+}
+
+
+def check_a_completion_that_could_not_notify_is_completed_by_its_retry(
+    store: SessionStore, complete: Callable[[str], int], execute: Callable[[str], None], vendor: str, table: str
+) -> None:
+    """A completion whose ``notifications/elicitation/complete`` could not be queued records
+    nothing: the question stays open, so the retry (the task redelivered, the webhook sent
+    again) completes it and its client is told, once. ``complete(elicitation_id)`` is the
+    framework's ``complete_elicitation``; ``execute(sql)`` runs DDL on the store's database,
+    whose event table is ``table``."""
+    session = _new_session(None)
+    store.create_session(session)
+    elicitation_id = f"pay-{uuid.uuid4().hex[:8]}"
+    question = new_record(
+        server_name="Bistro",
+        tool="pay",
+        params={"mode": "url", "message": "Pay", "url": "https://pay.example.com/1", "elicitationId": elicitation_id},
+        request_key="srv-pay",
+        principal=None,
+        expires=time.time() + 60,
+        session_id=session.session_id,
+        stream_key=GET_STREAM,
+    )
+    store.create_pending(session.session_id, "srv-pay", "elicitation/create", "{}", question)
+    create, drop = _NO_EVENTS[vendor]
+    for statement in create:
+        execute(statement.format(table=table))
+    try:
+        with pytest.raises(Exception, match="no space left on device"):
+            complete(elicitation_id)
+    finally:
+        for statement in drop:
+            execute(statement.format(table=table))
+    row = store.get_elicitation(question.id)
+    assert row is not None and row.status == "pending"
+    assert complete(elicitation_id) == 1
+    assert complete(elicitation_id) == 0
+    (event,) = store.events_after(session.session_id, GET_STREAM, 0)
+    assert json.loads(event.message)["params"] == {"elicitationId": elicitation_id}

@@ -18,7 +18,7 @@ from django.test import Client, override_settings
 import mcp_django
 from mcp_common.elicitation import new_record
 from mcp_common.store import GET_STREAM, RequestStateRecord, SessionRecord
-from mcp_django.models import MCPElicitation
+from mcp_django.models import MCPElicitation, MCPEvent
 from mcp_django.store import DjangoStore
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -126,6 +126,22 @@ def test_complete_elicitation_queues_the_notification_once() -> None:
     }
     assert MCPElicitation.objects.get(elicitation_id="dep-2").status == "completed"
     assert mcp_django.complete_elicitation("never-asked") == 0
+
+
+def test_a_completion_that_could_not_notify_is_completed_by_its_retry() -> None:
+    """Celery's at-least-once delivery, a webhook sent again: the retry of a completion whose
+    notification the database refused completes the question and tells its client, once."""
+    from django.db import connection
+
+    from tests.store_checks import check_a_completion_that_could_not_notify_is_completed_by_its_retry
+
+    def execute(sql: str) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(sql)
+
+    check_a_completion_that_could_not_notify_is_completed_by_its_retry(
+        DjangoStore(), mcp_django.complete_elicitation, execute, connection.vendor, MCPEvent._meta.db_table
+    )
 
 
 NOT_TEXT = {"None": None, "int": 17, "bytes": b"dep-2", "list": ["dep-2"]}

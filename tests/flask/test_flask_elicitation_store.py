@@ -508,6 +508,25 @@ def test_complete_elicitations(store: SessionStore) -> None:
     assert e is not None and e.status == "pending"
 
 
+def test_a_completion_that_could_not_notify_is_completed_by_its_retry(sql_store: SQLAlchemyStore) -> None:
+    """Celery's at-least-once delivery, a webhook sent again: the retry of a completion whose
+    notification the database refused completes the question and tells its client, once."""
+    from tests.store_checks import check_a_completion_that_could_not_notify_is_completed_by_its_retry
+
+    def execute(sql: str) -> None:
+        with sql_store.engine.begin() as connection:
+            connection.exec_driver_sql(sql)
+
+    vendor = {"mariadb": "mysql"}.get(sql_store.engine.dialect.name, sql_store.engine.dialect.name)
+    check_a_completion_that_could_not_notify_is_completed_by_its_retry(
+        sql_store,
+        lambda elicitation_id: len(complete_in_store(sql_store, elicitation_id)[0]),
+        execute,
+        vendor,
+        "mcp_event",
+    )
+
+
 @pytest.mark.parametrize(
     ("value", "error"),
     [(None, TypeError), (17, TypeError), (b"pay-1", TypeError), (["pay-1"], TypeError), ("", ValueError)],
@@ -1060,20 +1079,28 @@ def test_concurrent_answers_one_winner(sql_store: SQLAlchemyStore) -> None:
 
 
 def test_concurrent_completions_move_each_row_once(sql_store: SQLAlchemyStore) -> None:
+    """A webhook and its retry, a task delivered twice, at the same moment: each row moves
+    once, and each asking session is told once."""
     now = time.time()
     for n in range(4):
-        record = _elicitation(f"u{n}", created=now + n, mode="url", elicitation_id="pay-1", request_key=f"k{n}")
-        sql_store.create_pending("s1", record.request_key, "elicitation/create", "{}", record)
+        session_id = f"s{n % 2}"
+        record = _elicitation(
+            f"u{n}", created=now + n, mode="url", elicitation_id="pay-1", request_key=f"k{n}", session_id=session_id
+        )
+        sql_store.create_pending(session_id, record.request_key, "elicitation/create", "{}", record)
     start = threading.Barrier(8)
 
     def complete(_: int) -> list[str]:
         start.wait()
-        return [r.id for r in sql_store.complete_elicitations("pay-1", now + 10)]
+        return [r.id for r in complete_in_store(sql_store, "pay-1")[0]]
 
     with ThreadPoolExecutor(8) as pool:
         results = list(pool.map(complete, range(8)))
     moved = [record_id for result in results for record_id in result]
     assert sorted(moved) == ["u0", "u1", "u2", "u3"]
+    for session_id in ("s0", "s1"):
+        (event,) = sql_store.events_after(session_id, GET_STREAM, 0)
+        assert '"elicitationId":"pay-1"' in event.message
 
 
 # -- the migration -----------------------------------------------------------------------------
