@@ -144,6 +144,26 @@ def test_a_completion_that_could_not_notify_is_completed_by_its_retry() -> None:
     )
 
 
+def test_a_completion_inside_a_transaction_rolled_back_completes_and_notifies_nothing() -> None:
+    """A webhook view under ``ATOMIC_REQUESTS`` (or its own ``atomic``) that fails after the
+    completion: the row and its notification roll back with the view's writes; the payment
+    provider's retry then completes it. ``transaction.on_commit`` defers it to the commit."""
+    from django.db import transaction
+
+    store = DjangoStore()
+    sid = session(store)
+    row = url_row(store, sid, "dep-tx")
+    with pytest.raises(RuntimeError), transaction.atomic():
+        assert mcp_django.complete_elicitation("dep-tx") == 1
+        raise RuntimeError("the view failed")
+    assert store.get_elicitation(row.id).status == "pending"
+    assert store.events_after(sid, GET_STREAM, 0) == []
+    with transaction.atomic():
+        transaction.on_commit(lambda: mcp_django.complete_elicitation("dep-tx"))
+    assert store.get_elicitation(row.id).status == "completed"
+    assert len(store.events_after(sid, GET_STREAM, 0)) == 1
+
+
 NOT_TEXT = {"None": None, "int": 17, "bytes": b"dep-2", "list": ["dep-2"]}
 
 
