@@ -3,7 +3,10 @@ Celery task, ``flask shell``."""
 
 from __future__ import annotations
 
-from flask import Flask
+import os
+
+from flask import Flask, current_app, has_app_context
+from sqlalchemy import Engine
 
 from mcp_common.elicitation import (
     ElicitUrl,
@@ -30,5 +33,35 @@ def complete_elicitation(elicitation_id: str, server: str | None = None, *, app:
     from mcp_flask.extension import get_state
 
     check_completion(elicitation_id, server)
-    moved, _ = complete_in_store(get_state(app).store, elicitation_id, server)
+    state = get_state(app)
+    _refuse_if_the_app_holds_the_write_lock(state.engine)
+    moved, _ = complete_in_store(state.store, elicitation_id, server)
     return len(moved)
+
+
+def _refuse_if_the_app_holds_the_write_lock(engine: Engine) -> None:
+    """The completion commits on the extension's own connection. On SQLite a file has one
+    writer: a write of the app's own session (Flask-SQLAlchemy's ``db.session``, flushed but
+    not committed) to the same file would make it wait, then fail with "database is locked".
+    Refused at once instead, saying what to do. (Elsewhere the completion stands even if the
+    app's transaction rolls back: the README says to complete after the commit.)"""
+    if engine.dialect.name != "sqlite" or not has_app_context():
+        return
+    extension = current_app.extensions.get("sqlalchemy")
+    scoped = getattr(extension, "session", None)
+    registry = getattr(scoped, "registry", None)
+    if registry is None or not registry.has():
+        return  # no session in this context: nothing of the app's is open
+    session = scoped()
+    if not session.in_transaction():
+        return
+    theirs, ours = getattr(getattr(session.get_bind(), "url", None), "database", None), engine.url.database
+    if not theirs or not ours or os.path.realpath(theirs) != os.path.realpath(ours):
+        return  # another database file (or one in memory, private to its connection)
+    connection = session.connection()  # the transaction's own (it is open already)
+    if getattr(connection.connection.dbapi_connection, "in_transaction", False):
+        raise RuntimeError(
+            "complete_elicitation: the app's database session has uncommitted writes to the "
+            "SQLite file the MCP tables are in, and SQLite lets one connection write at a time: "
+            "call db.session.commit() first, then complete_elicitation"
+        )

@@ -274,6 +274,46 @@ def test_default_database_is_flask_sqlalchemys(tmp_path: Path) -> None:
         assert get_state(app).engine is not db.engine
 
 
+def test_completing_between_a_flush_and_the_commit_on_a_shared_sqlite_file_says_commit_first(
+    tmp_path: Path,
+) -> None:
+    """A payment webhook marks its order paid (``db.session.flush()``) and completes the
+    question before it commits: on SQLite, whose file has one writer, the app's own open write
+    would make the completion wait 20 s and fail with "database is locked". It is refused at
+    once, saying what to do; after the commit it goes through."""
+    import time
+
+    from flask_sqlalchemy import SQLAlchemy
+
+    app = Flask("webhook", instance_path=str(tmp_path / "instance"))
+    app.config.update(SECRET_KEY="x" * 40, SQLALCHEMY_DATABASE_URI="sqlite:///app.db")
+    db = SQLAlchemy(app)
+
+    class Order(db.Model):  # type: ignore[name-defined,misc]
+        id = db.Column(db.Integer, primary_key=True)
+        paid = db.Column(db.Integer, default=0)
+
+    MCP(app, server=server, db=db)
+    MCP.migrate(app)
+    with app.app_context():
+        db.create_all()
+        db.session.add(Order(id=1))
+        db.session.commit()
+        db.session.get(Order, 1).paid = 1
+        db.session.flush()
+        started = time.monotonic()
+        with pytest.raises(RuntimeError, match=r"db\.session\.commit\(\)"):
+            mcp_flask.complete_elicitation("deposit-1")
+        assert time.monotonic() - started < 2
+        db.session.commit()
+        assert mcp_flask.complete_elicitation("deposit-1") == 0  # nothing asked under it: no wait
+        # Only reads in the session's transaction: nothing to wait for.
+        assert db.session.get(Order, 1).paid == 1
+        assert mcp_flask.complete_elicitation("deposit-1") == 0
+        db.session.remove()
+    get_state(app).close()
+
+
 def test_short_secret_key_is_logged(make_app: Callable[..., Flask], caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, "mcp_flask"):
         MCP(make_app(SECRET_KEY="short"), server=server)
