@@ -635,7 +635,9 @@ class SessionStore(Protocol):
     def delete_pending(self, session_id: str, request_id: str) -> None: ...
 
     def purge_expired(self, older_than: float) -> int:
-        """Delete sessions idle since before ``older_than``; how many."""
+        """Delete sessions idle since before ``older_than``; how many. Events written before it
+        for a session that no longer exists (a completion's notification to a session that
+        ended meanwhile) go too."""
         ...
 
     # -- elicitations ------------------------------------------------------------------------
@@ -870,6 +872,8 @@ class MemoryStore:
         stale = [s.session_id for s in self._sessions.values() if s.last_seen < older_than]
         for session_id in stale:
             self.delete_session(session_id)
+        with self._lock:  # its events carry no time: every one of a session that is gone
+            self._events = [e for e in self._events if e.session_id in self._sessions]
         return len(stale)
 
     # -- elicitations ------------------------------------------------------------------------

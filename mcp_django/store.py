@@ -333,6 +333,11 @@ class DjangoStore:
                 self.delete_session(session_id)
             except DatabaseError:  # pragma: no cover - next purge retries
                 continue
+        # Events appended for a session after it ended (a completion's notification): no
+        # session's deletion takes them.
+        MCPEvent.objects.filter(created__lt=_ts(older_than)).exclude(
+            session_id__in=MCPSession.objects.values("session_id")
+        ).delete()
         return len(stale)
 
     # -- elicitations ------------------------------------------------------------------------

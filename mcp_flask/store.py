@@ -703,7 +703,8 @@ class SQLAlchemyStore:
     @_serial_in_memory
     def purge_expired(self, older_than: float) -> int:
         """Delete sessions idle since before ``older_than`` (how many), and request states that
-        expired before it, consumed or not. Elicitation rows stay."""
+        expired before it, consumed or not, and events written before it for a session that is
+        gone. Elicitation rows stay."""
         with self._session() as s, s.begin():
             s.execute(
                 delete(MCPRequestState).where(MCPRequestState.expires < _ts(older_than)), execution_options=_NO_SYNC
@@ -715,6 +716,15 @@ class SQLAlchemyStore:
                 self.delete_session(session_id)
             except SQLAlchemyError:  # pragma: no cover - the next purge retries
                 continue
+        # Events appended for a session after it ended (a completion's notification): no
+        # session's deletion takes them.
+        with self._session() as s, s.begin():
+            s.execute(
+                delete(MCPEvent).where(
+                    MCPEvent.created < _ts(older_than), MCPEvent.session_id.not_in(select(MCPSession.session_id))
+                ),
+                execution_options=_NO_SYNC,
+            )
         return len(stale)
 
     # -- elicitations ------------------------------------------------------------------------

@@ -472,3 +472,21 @@ def check_a_completion_that_could_not_notify_is_completed_by_its_retry(
     assert complete(elicitation_id) == 0
     (event,) = store.events_after(session.session_id, GET_STREAM, 0)
     assert json.loads(event.message)["params"] == {"elicitationId": elicitation_id}
+
+
+def check_a_purge_removes_events_left_for_a_session_that_is_gone(store: SessionStore) -> None:
+    """A completion notifies the sessions that asked, and one may have ended meanwhile (a URL
+    question accepted, then the client left): its event then belongs to no session, and the
+    purge, which removed events only with their session, kept it for ever. It goes once it is
+    older than the purge's cutoff; a live session's events stay."""
+    now = time.time()
+    live = replace(_new_session(), last_seen=now + 3600)  # not idle at the cutoff below
+    gone = _new_session()
+    store.create_session(live)
+    store.create_session(gone)
+    store.delete_session(gone.session_id)
+    store.append_event(gone.session_id, GET_STREAM, '{"left": "behind"}', False)
+    store.append_event(live.session_id, GET_STREAM, '{"still": "read"}', False)
+    store.purge_expired(now + 60)
+    assert store.events_after(gone.session_id, GET_STREAM, 0) == []
+    assert [e.message for e in store.events_after(live.session_id, GET_STREAM, 0)] == ['{"still": "read"}']

@@ -1299,3 +1299,9 @@ def test_a_deleted_session_ends_its_waiting_call_whichever_worker_receives_the_d
     assert went_on == []
     assert [(row.status, row.detail) for row in store._elicitations.values()] == [("cancelled", "The session ended")]
     assert [e for e in store._events if e.session_id == session] == []
+
+
+def test_a_purge_removes_events_left_for_a_session_that_is_gone() -> None:
+    from tests.store_checks import check_a_purge_removes_events_left_for_a_session_that_is_gone
+
+    check_a_purge_removes_events_left_for_a_session_that_is_gone(MemoryStore())

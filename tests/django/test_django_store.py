@@ -21,6 +21,7 @@ from tests.store_checks import (
     LOST_ACKNOWLEDGEMENT_CHECKS,
     MariaDBGate,
     PostgresGate,
+    check_a_purge_removes_events_left_for_a_session_that_is_gone,
     check_a_reader_misses_no_event_committed_late,
     check_a_session_id_taken_by_another_row_still_conflicts,
     check_threads_share_an_in_memory_database,
@@ -247,3 +248,7 @@ def test_the_store_keeps_times_right_without_time_zone_support(local_time: None)
     assert redeemed is not None and abs(redeemed.expires - state.expires) < 1
     row = MCPElicitation.objects.get(id=asked.id)
     assert row.status == "accepted" and timezone.is_naive(row.updated)
+
+
+def test_a_purge_removes_events_left_for_a_session_that_is_gone() -> None:
+    check_a_purge_removes_events_left_for_a_session_that_is_gone(DjangoStore())

@@ -26,6 +26,7 @@ from tests.store_checks import (
     LOST_ACKNOWLEDGEMENT_CHECKS,
     MariaDBGate,
     PostgresGate,
+    check_a_purge_removes_events_left_for_a_session_that_is_gone,
     check_a_reader_misses_no_event_committed_late,
     check_a_session_id_taken_by_another_row_still_conflicts,
     check_threads_share_an_in_memory_database,
@@ -327,3 +328,7 @@ def test_an_append_leaves_its_streams_turn_even_when_it_fails(store: SQLAlchemyS
     with store.engine.connect() as other:
         used = other.exec_driver_sql("SELECT IS_USED_LOCK(%s)", (stream_turn_name("s1", "call"),)).scalar()
     assert used is None
+
+
+def test_a_purge_removes_events_left_for_a_session_that_is_gone(store: SQLAlchemyStore) -> None:
+    check_a_purge_removes_events_left_for_a_session_that_is_gone(store)
