@@ -210,11 +210,20 @@ def test_a_store_call_failing_inside_the_callers_transaction_leaves_it_to_the_ca
 
 
 @pytest.fixture
-def local_time(settings: Any) -> None:
+def local_time(settings: Any) -> Iterator[None]:
     """A project that kept Django's default before 5.0, ``USE_TZ = False``, in a zone far
-    from UTC (naive local times in the database, as the rest of the project writes them)."""
+    from UTC (naive local times in the database, as the rest of the project writes them).
+
+    The endpoints of earlier tests are shut down first and last: their database threads'
+    connections (a heartbeat's) would otherwise live across the change, read times by the
+    settings they were opened under, and skew a later test's by hours."""
+    from mcp_django.registry import reset_endpoints
+
+    reset_endpoints()
     settings.USE_TZ = False
     settings.TIME_ZONE = "America/New_York"
+    yield
+    reset_endpoints()
 
 
 def test_the_store_keeps_times_right_without_time_zone_support(local_time: None) -> None:
