@@ -14,6 +14,7 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils.text import Truncator
 
+from mcp_common.store import OPEN_STATUSES
 from mcp_django.models import MCPElicitation
 
 
@@ -86,13 +87,27 @@ class MCPElicitationAdmin(admin.ModelAdmin):
         # Per server and asker: another server of the site, or another user, may have asked
         # under the same id, and has not done what the selected asker did.
         asked = set(queryset.filter(mode="url").values_list("elicitation_id", "server_name", "principal"))
+        # Neither a URL question still open nor one that expired: a form question, or one
+        # answered with a decline, completed already...
+        closed = chosen.exclude(mode="url", status__in=(*OPEN_STATUSES, "expired")).count()
         store = DjangoStore()
-        completed = sum(
-            len(complete_in_store(store, eid, server, principal)[0])
+        moved = [
+            row.id
             for eid, server, principal in sorted(asked, key=lambda a: (a[0] or "", a[1], a[2] or ""))
             if eid
-        )
-        self.message_user(request, f"{completed} elicitation(s) completed.", messages.SUCCESS)
+            for row in complete_in_store(store, eid, server, principal)[0]
+        ]
+        # Each in the row's history, by whom, as any change made in the admin.
+        for obj in MCPElicitation.objects.filter(pk__in=moved):
+            self.log_change(request, obj, "Marked completed.")
+        self.message_user(request, f"{len(moved)} elicitation(s) completed.", messages.SUCCESS)
+        if closed:
+            self.message_user(
+                request,
+                f"{closed} selected elicitation(s) were not open URL questions (form questions, or declined, "
+                "cancelled or completed already): nothing to complete.",
+                messages.WARNING,
+            )
         # One still pending after its expiry is not completed but expired (by the completion,
         # as by the heartbeat): staff are told why, not left to wonder why the count is short.
         if expired:

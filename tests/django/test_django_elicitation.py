@@ -496,6 +496,22 @@ def test_staff_review_and_complete_elicitations_in_the_admin() -> None:
     assert done.status_code == 200 and b"1 elicitation(s) completed." in done.content
     assert store.get_elicitation(record.id).status == "completed"
     assert store.get_elicitation(namesake.id).status == "pending"
+    # The row's history says who completed it (Django's admin log), as for any admin change.
+    from django.contrib.admin.models import LogEntry
+
+    (entry,) = LogEntry.objects.filter(object_id=record.id)
+    assert entry.user == staff and entry.is_change() and "completed" in entry.get_change_message()
+    history = client.get(f"/admin/mcp_django/mcpelicitation/{record.id}/history/")
+    assert b"Marked completed" in history.content
+    # Selected again: nothing left to complete, and the message says why.
+    again = client.post(
+        "/admin/mcp_django/mcpelicitation/",
+        {"action": "complete_selected", "_selected_action": [record.id]},
+        follow=True,
+    )
+    assert b"0 elicitation(s) completed." in again.content
+    assert b"1 selected elicitation(s) were not open URL questions" in again.content
+    assert LogEntry.objects.filter(object_id=record.id).count() == 1
     assert client.get("/admin/mcp_django/mcpelicitation/add/").status_code == 403
     anonymous = Client().get("/admin/mcp_django/mcpelicitation/")
     assert anonymous.status_code == 302
