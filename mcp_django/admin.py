@@ -87,8 +87,8 @@ class MCPElicitationAdmin(admin.ModelAdmin):
         # Per server and asker: another server of the site, or another user, may have asked
         # under the same id, and has not done what the selected asker did.
         asked = set(queryset.filter(mode="url").values_list("elicitation_id", "server_name", "principal"))
-        # Neither a URL question still open nor one that expired: a form question, or one
-        # answered with a decline, completed already...
+        # Neither an open URL question nor an expired one (counted above): a form question, or
+        # one declined, cancelled or completed already.
         closed = chosen.exclude(mode="url", status__in=(*OPEN_STATUSES, "expired")).count()
         store = DjangoStore()
         moved = [
