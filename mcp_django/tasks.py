@@ -2,15 +2,33 @@
 
 from mcp_django.tasks import complete_elicitation_task
 complete_elicitation_task.delay("deposit-42")
+
+A database that is briefly unreachable or locked (``OperationalError``, ``InterfaceError``)
+does not lose the completion: the task retries with exponential backoff (1 s, 2 s, 4 s, ...
+capped at 10 minutes, with jitter), up to ``MAX_RETRIES`` times. Completion is idempotent, so a
+retry after a commit whose acknowledgement was lost changes nothing. Other errors (a missing
+table, a bad id) fail at once: retrying would not mend them.
 """
 
 from __future__ import annotations
 
 from celery import shared_task
+from django.db import InterfaceError, OperationalError
 
 from mcp_django.elicitation import complete_elicitation
 
+MAX_RETRIES = 12
+"""Retries before the task fails: at most about 40 minutes of waits in all (jitter shortens them)."""
 
-@shared_task(name="mcp_django.complete_elicitation", ignore_result=False)
+
+@shared_task(
+    name="mcp_django.complete_elicitation",
+    ignore_result=False,
+    autoretry_for=(OperationalError, InterfaceError),
+    retry_backoff=True,
+    retry_backoff_max=600,
+    retry_jitter=True,
+    max_retries=MAX_RETRIES,
+)
 def complete_elicitation_task(elicitation_id: str, server: str | None = None) -> int:
     return complete_elicitation(elicitation_id, server)

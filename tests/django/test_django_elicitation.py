@@ -181,6 +181,70 @@ def test_complete_elicitation_refuses_an_id_that_is_not_text_naming_the_argument
         mcp_django.complete_elicitation("dep-2", 3)  # type: ignore[arg-type]
 
 
+def test_the_celery_task_retries_a_completion_the_database_refused_for_a_moment(monkeypatch: Any) -> None:
+    """A payment's completion survives a database that is briefly locked or unreachable: the
+    task retries (eagerly here, with backoff under a worker) and the question is completed."""
+    from django.db import OperationalError
+
+    import mcp_django.tasks
+    from mcp_django.tasks import complete_elicitation_task
+
+    store = DjangoStore()
+    sid = session(store)
+    row = url_row(store, sid, "dep-retry")
+    calls: list[str] = []
+
+    def flaky(elicitation_id: str, server: str | None = None) -> int:
+        calls.append(elicitation_id)
+        if len(calls) == 1:
+            raise OperationalError("database is locked")
+        return mcp_django.complete_elicitation(elicitation_id, server)
+
+    monkeypatch.setattr(mcp_django.tasks, "complete_elicitation", flaky)
+    assert complete_elicitation_task.apply(args=["dep-retry"]).get() == 1
+    assert calls == ["dep-retry", "dep-retry"]
+    assert store.get_elicitation(row.id).status == "completed"
+    assert len(store.events_after(sid, GET_STREAM, 0)) == 1
+
+
+def test_the_celery_task_does_not_retry_an_error_a_retry_would_not_mend(monkeypatch: Any) -> None:
+    """A missing table (or any error but a transient one) fails the task at once."""
+    from django.db import ProgrammingError
+
+    import mcp_django.tasks
+    from mcp_django.tasks import complete_elicitation_task
+
+    calls: list[str] = []
+
+    def broken(elicitation_id: str, server: str | None = None) -> int:
+        calls.append(elicitation_id)
+        raise ProgrammingError("no such table: mcp_django_mcpelicitation")
+
+    monkeypatch.setattr(mcp_django.tasks, "complete_elicitation", broken)
+    with pytest.raises(ProgrammingError):
+        complete_elicitation_task.apply(args=["dep-x"]).get()
+    assert calls == ["dep-x"]
+
+
+def test_the_celery_task_gives_up_after_its_retries(monkeypatch: Any) -> None:
+    """A database that stays down fails the task after ``MAX_RETRIES`` retries, with its error."""
+    from django.db import InterfaceError
+
+    import mcp_django.tasks
+    from mcp_django.tasks import MAX_RETRIES, complete_elicitation_task
+
+    calls: list[str] = []
+
+    def down(elicitation_id: str, server: str | None = None) -> int:
+        calls.append(elicitation_id)
+        raise InterfaceError("connection already closed")
+
+    monkeypatch.setattr(mcp_django.tasks, "complete_elicitation", down)
+    with pytest.raises(InterfaceError):
+        complete_elicitation_task.apply(args=["dep-y"]).get()
+    assert len(calls) == MAX_RETRIES + 1
+
+
 def test_complete_elicitation_refuses_an_empty_id() -> None:
     """No question is asked under an empty id: completing one is a caller's mistake (a field
     left blank), said as such rather than answered with 0."""
