@@ -16,8 +16,9 @@ positional ones for unnamed groups, with the URL's extra options), and its other
 the query string (GET, HEAD, DELETE) or a JSON body (POST, PUT, PATCH). The view's own
 decorators (``login_required``, ``permission_required``, ``require_POST``) apply, and those its
 URL pattern wraps it in; the project's middleware does not run again (the MCP request went
-through it) and CSRF is not enforced (the MCP endpoint checks ``Origin`` and takes only JSON,
-which a cross-site form cannot send). What the view answers becomes the tool's result: JSON as
+through it), except ``LoginRequiredMiddleware``'s check of the view, and CSRF is not
+enforced (the MCP endpoint checks ``Origin`` and takes only JSON, which a cross-site form
+cannot send). What the view answers becomes the tool's result: JSON as
 structured content, HTML as its text, a redirect, ``Http404``, ``PermissionDenied`` or a 4xx as
 a tool error naming it, and a crash as "500 Internal Server Error" with the traceback in the log.
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import functools
 import inspect
 import io
 import json
@@ -40,7 +42,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal, NamedTuple, TypeVar
 from urllib.parse import unquote, urlencode
 
-from asgiref.sync import iscoroutinefunction
+from asgiref.sync import iscoroutinefunction, sync_to_async
+from django.apps import apps
 from django.conf import settings
 from django.core.exceptions import (
     BadRequest,
@@ -67,6 +70,7 @@ from django.urls import (
     reverse,
 )
 from django.utils import translation
+from django.utils.module_loading import import_string
 from mcp.types import CallToolResult
 from pydantic import BaseModel
 
@@ -175,7 +179,10 @@ def _register_view(
         async def call_async(values: dict[str, Any]) -> CallToolResult:
             try:
                 request, callee, args, kwargs = _request_for(view, shape, spec, method, values, tool_name, url_name)
-                return respond(await callee(request, *args, **kwargs))
+                refused = None
+                if _login_middleware(tuple(settings.MIDDLEWARE)):  # reads request.user: off the loop
+                    refused = await sync_to_async(_login_refusal)(request, callee, args, kwargs)
+                return respond(refused or await callee(request, *args, **kwargs))
             except Exception as exc:
                 return _refusal(exc, tool_name)
 
@@ -185,7 +192,7 @@ def _register_view(
         def call(values: dict[str, Any]) -> CallToolResult:
             try:
                 request, callee, args, kwargs = _request_for(view, shape, spec, method, values, tool_name, url_name)
-                return respond(callee(request, *args, **kwargs))
+                return respond(_login_refusal(request, callee, args, kwargs) or callee(request, *args, **kwargs))
             except Exception as exc:
                 return _refusal(exc, tool_name)
 
@@ -195,6 +202,40 @@ def _register_view(
     register_tool(server, fn, tool_name, doc, title)
     _VIEW_TOOLS.setdefault(server, []).append(_ViewTool(tool_name, fn, view, url_name, spec, shape))
     return fn
+
+
+def _login_refusal(
+    request: HttpRequest, callee: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> HttpResponseBase | None:
+    """What the project's ``LoginRequiredMiddleware`` answers for this call of the view, if it
+    refuses it. The project's middleware does not run again for a view tool (the MCP request
+    went through it), but this one guards each view by the view: at the MCP endpoint it saw
+    the endpoint (which a project using it opens to token or anonymous callers with
+    ``login_not_required``), not the view, which a browser could not reach signed out."""
+    for middleware in _login_middleware(tuple(settings.MIDDLEWARE)):
+        response: HttpResponseBase | None = middleware(_no_response).process_view(request, callee, args, kwargs)
+        if response is not None:
+            return response
+    return None
+
+
+@functools.cache
+def _login_middleware(entries: tuple[str, ...]) -> tuple[type[Any], ...]:
+    """The ``LoginRequiredMiddleware`` classes (a subclass too) among the ``MIDDLEWARE`` entries."""
+    if not apps.is_installed("django.contrib.auth"):
+        return ()  # its middleware module imports the auth models
+    from django.contrib.auth.middleware import LoginRequiredMiddleware
+
+    found = []
+    for entry in entries:
+        cls = import_string(entry)
+        if isinstance(cls, type) and issubclass(cls, LoginRequiredMiddleware):
+            found.append(cls)
+    return tuple(found)
+
+
+def _no_response(request: HttpRequest) -> HttpResponseBase:
+    raise AssertionError("a view tool runs only the middleware's process_view")
 
 
 class _Shape(NamedTuple):

@@ -7,7 +7,7 @@ import enum
 import json
 from typing import Annotated, Any
 
-from django.contrib.auth.decorators import login_required, permission_required
+from django.contrib.auth.decorators import login_not_required, login_required, permission_required
 from django.db import models
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
@@ -387,6 +387,19 @@ class StaffCount(View):
         return JsonResponse({"count": Order.objects.count()})
 
 
+@view_tool(mcp)
+def price_list(request: HttpRequest) -> JsonResponse:
+    """The price list: only the project's ``LoginRequiredMiddleware`` (when set up) guards it."""
+    return JsonResponse({"prices": {"tea": "2.50"}, "user": request.user.get_username() or None})
+
+
+@view_tool(mcp)
+@login_not_required
+def opening_hours(request: HttpRequest) -> HttpResponse:
+    """Open to everyone, under ``LoginRequiredMiddleware`` too."""
+    return HttpResponse("9 to 5", content_type="text/plain")
+
+
 model_tools(
     mcp,
     Order,
@@ -477,6 +490,11 @@ urlpatterns = [
     path("crates/<slug:slug>", permission_required("shop.change_order", raise_exception=True)(Crate.as_view())),
     path("blog/", include([path("<slug:slug>", blog_post, name="detail")])),
     path("news/", include([path("<slug:slug>", news_story, name="detail")])),
+    path("prices", price_list),
+    path("hours", opening_hours),
     path("mcp-sync", MCPView.as_view(server="tests.django.exposed_site.mcp")),
     path("mcp-async", AsyncMCPView.as_view(server="tests.django.exposed_site.mcp")),
+    # Open to anonymous callers under ``LoginRequiredMiddleware`` (their tools must still apply it).
+    path("mcp-open", login_not_required(MCPView.as_view(server="tests.django.exposed_site.mcp"))),
+    path("mcp-open-async", login_not_required(AsyncMCPView.as_view(server="tests.django.exposed_site.mcp"))),
 ]

@@ -131,6 +131,28 @@ def test_what_a_tool_cannot_return_is_a_clear_error_and_a_crash_tells_nothing(
     check_what_a_tool_cannot_return(Caller(path, era, shop["bob"]), caplog, "I'm a Teapot")
 
 
+LOGIN_REQUIRED = "django.contrib.auth.middleware.LoginRequiredMiddleware"
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize("path", ["/mcp-open", "/mcp-open-async"])
+def test_login_required_middleware_guards_a_view_tool_as_it_guards_the_views_url(
+    path: str, era: str, shop: dict[str, User]
+) -> None:
+    """A project guarding every view with ``LoginRequiredMiddleware`` (its endpoint opened to
+    token or anonymous callers with ``login_not_required``): a view it guards is refused to an
+    anonymous caller of its tool, as its URL refuses a browser; a ``login_not_required`` one is not."""
+    with override_settings(MIDDLEWARE=[*settings.MIDDLEWARE, LOGIN_REQUIRED]):
+        anonymous = Caller(path, era)
+        refused = anonymous.call("price_list")
+        assert refused["isError"] is True and text(refused).startswith("Authentication required"), refused
+        assert text(anonymous.call("opening_hours")) == "9 to 5"
+        alice = Caller(path, era, shop["alice"]).call("price_list")
+        assert alice["structuredContent"] == {"prices": {"tea": "2.50"}, "user": "alice"}
+    # Without the middleware, the view is open (nothing else guards it).
+    assert Caller(path, era).call("price_list")["structuredContent"]["user"] is None
+
+
 @pytest.mark.parametrize("era", ERAS)
 def test_a_permission_on_the_view_hides_its_tool(era: str, shop: dict[str, User]) -> None:
     """Below or above ``view_tool``, on a function or a class-based view."""
