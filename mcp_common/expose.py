@@ -311,13 +311,23 @@ def _query_value(value: Any) -> str:
 
 
 def view_result(
-    response: ViewResponse, html_to_text: Callable[[str], str] | None = None, login_url: str | None = None
+    response: ViewResponse,
+    html_to_text: Callable[[str], str] | None = None,
+    login_url: str | None = None,
+    signed_in: bool = False,
 ) -> CallToolResult:
-    """The tool's result for a view's response (see the module's docstring)."""
+    """The tool's result for a view's response (see the module's docstring). ``signed_in``:
+    the caller is, so a redirect to the login page refuses them (Django's ``permission_required``
+    sends there whoever fails it) rather than asks them to sign in."""
     status = response.status
     if 300 <= status < 400:
         location = response.location or ""
         if login_url and location.split("?", 1)[0].endswith(login_url.split("?", 1)[0]):
+            if signed_in:
+                return error(
+                    "403 Forbidden: the view sends the caller, who is signed in, to its login page "
+                    "(a permission or test it requires refuses them)."
+                )
             return error("Authentication required: the view sends callers who are not signed in to its login page.")
         return error(f"The view redirected ({status}) to {location or 'nowhere'}; a tool cannot follow redirects.")
     kind = response.content_type.split(";", 1)[0].strip().lower()

@@ -70,6 +70,7 @@ from django.urls import (
     reverse,
 )
 from django.utils import translation
+from django.utils.functional import empty
 from django.utils.module_loading import import_string
 from mcp.types import CallToolResult
 from pydantic import BaseModel
@@ -170,9 +171,10 @@ def _register_view(
     )
     shape = _shape(view, view_class, path_arguments)
 
-    def respond(response: HttpResponseBase) -> CallToolResult:
+    def respond(request: HttpRequest, response: HttpResponseBase) -> CallToolResult:
         # Resolved per call: at registration the URLconf may still be importing this module.
-        return view_result(_view_response(response), html_to_text, str(resolve_url(settings.LOGIN_URL)))
+        login_url = str(resolve_url(settings.LOGIN_URL))
+        return view_result(_view_response(response), html_to_text, login_url, _signed_in(request))
 
     if iscoroutinefunction(view):
 
@@ -182,7 +184,7 @@ def _register_view(
                 refused = None
                 if _login_middleware(tuple(settings.MIDDLEWARE)):  # reads request.user: off the loop
                     refused = await sync_to_async(_login_refusal)(request, callee, args, kwargs)
-                return respond(refused or await callee(request, *args, **kwargs))
+                return respond(request, refused or await callee(request, *args, **kwargs))
             except Exception as exc:
                 return _refusal(exc, tool_name)
 
@@ -192,7 +194,8 @@ def _register_view(
         def call(values: dict[str, Any]) -> CallToolResult:
             try:
                 request, callee, args, kwargs = _request_for(view, shape, spec, method, values, tool_name, url_name)
-                return respond(_login_refusal(request, callee, args, kwargs) or callee(request, *args, **kwargs))
+                response = _login_refusal(request, callee, args, kwargs) or callee(request, *args, **kwargs)
+                return respond(request, response)
             except Exception as exc:
                 return _refusal(exc, tool_name)
 
@@ -202,6 +205,17 @@ def _register_view(
     register_tool(server, fn, tool_name, doc, title)
     _VIEW_TOOLS.setdefault(server, []).append(_ViewTool(tool_name, fn, view, url_name, spec, shape))
     return fn
+
+
+def _signed_in(request: HttpRequest) -> bool:
+    """Whether the view's caller is signed in (read once the view has answered: it has loaded
+    the user if it checked it, and a lazy user left unread is not loaded for this)."""
+    user = request.__dict__.get("user")
+    if user is None:
+        return False
+    if getattr(user, "_wrapped", None) is empty:  # a SimpleLazyObject the view never read
+        return False
+    return bool(getattr(user, "is_authenticated", False))
 
 
 def _login_refusal(

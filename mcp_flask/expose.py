@@ -214,7 +214,7 @@ class _CallerRequest:
     def respond(self, rv: Any) -> None:
         try:
             response = current_app.process_response(current_app.make_response(rv))
-            self.answer = view_result(_view_response(response), html_to_text, _login_url())
+            self.answer = view_result(_view_response(response), html_to_text, _login_url(), _signed_in())
         except Exception as exc:
             self.refuse(exc)
 
@@ -222,7 +222,7 @@ class _CallerRequest:
         """What Flask would answer for an exception the view (or a hook) raised."""
         if isinstance(exc, HTTPException):
             if exc.response is not None:  # abort(response)
-                self.answer = view_result(_view_response(exc.response), html_to_text, _login_url())
+                self.answer = view_result(_view_response(exc.response), html_to_text, _login_url(), _signed_in())
                 return
             code = exc.code or 500
             location = getattr(exc, "new_url", None)  # a routing redirect
@@ -328,6 +328,15 @@ def _login_url() -> str | None:
         return url_for(login_view)
     except BuildError:
         return None
+
+
+def _signed_in() -> bool:
+    """Whether Flask-Login's ``current_user`` (the view's caller) is signed in."""
+    if getattr(current_app, "login_manager", None) is None:
+        return False
+    from flask_login import current_user
+
+    return bool(current_user.is_authenticated)
 
 
 def _view_response(response: Response) -> ViewResponse:

@@ -388,6 +388,13 @@ class StaffCount(View):
 
 
 @view_tool(mcp)
+@permission_required("shop.delete_order")
+def purge_orders(request: HttpRequest) -> HttpResponse:
+    """Django's ``permission_required`` sends callers without it to the login page, signed in or not."""
+    return HttpResponse("purged", content_type="text/plain")
+
+
+@view_tool(mcp)
 def price_list(request: HttpRequest) -> JsonResponse:
     """The price list: only the project's ``LoginRequiredMiddleware`` (when set up) guards it."""
     return JsonResponse({"prices": {"tea": "2.50"}, "user": request.user.get_username() or None})
@@ -491,6 +498,7 @@ urlpatterns = [
     path("blog/", include([path("<slug:slug>", blog_post, name="detail")])),
     path("news/", include([path("<slug:slug>", news_story, name="detail")])),
     path("prices", price_list),
+    path("orders-purge", purge_orders),
     path("hours", opening_hours),
     path("mcp-sync", MCPView.as_view(server="tests.django.exposed_site.mcp")),
     path("mcp-async", AsyncMCPView.as_view(server="tests.django.exposed_site.mcp")),

@@ -131,6 +131,22 @@ def test_what_a_tool_cannot_return_is_a_clear_error_and_a_crash_tells_nothing(
     check_what_a_tool_cannot_return(Caller(path, era, shop["bob"]), caplog, "I'm a Teapot")
 
 
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize("path", PATHS)
+def test_a_signed_in_caller_sent_to_the_login_page_is_told_the_view_refuses_them(
+    path: str, era: str, shop: dict[str, User]
+) -> None:
+    """``permission_required`` (and ``user_passes_test``) without ``raise_exception`` redirect
+    to the login page whoever fails: signing in is no answer for a caller who already is."""
+    anonymous = Caller(path, era).call("purge_orders")
+    assert anonymous["isError"] is True and text(anonymous).startswith("Authentication required")
+    alice = Caller(path, era, shop["alice"]).call("purge_orders")
+    assert alice["isError"] is True and text(alice) == (
+        "403 Forbidden: the view sends the caller, who is signed in, to its login page "
+        "(a permission or test it requires refuses them)."
+    )
+
+
 LOGIN_REQUIRED = "django.contrib.auth.middleware.LoginRequiredMiddleware"
 
 
@@ -615,11 +631,12 @@ def test_a_drf_viewsets_action_keeps_the_permissions_its_router_gives_it(path: s
         "shelf_stock", {"pk": "top"}
     )["result"]
     assert served["structuredContent"] == {"shelf": "top", "stock": 12, "path": "/api/shelves/top/stock/"}, served
-    # A ViewSet's view the application decorated keeps its decorator (the router's has none).
+    # A ViewSet's view the application decorated keeps its decorator (the router's has none):
+    # ``user_passes_test`` sends bob, signed in, to the login page.
     staff_only = inprocess.Caller("tests.django.viewset_site", path, "modern", shop["bob"]).call_tool(
         "staff_shelves", {}
     )["result"]
-    assert staff_only["isError"] is True and text(staff_only).startswith("Authentication required"), staff_only
+    assert staff_only["isError"] is True and text(staff_only).startswith("403 Forbidden"), staff_only
 
 
 @pytest.mark.parametrize("path", PATHS)

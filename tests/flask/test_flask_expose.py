@@ -119,6 +119,22 @@ def test_an_html_view_answers_its_text_and_its_decorators_apply(app: Flask, era:
 
 
 @pytest.mark.parametrize("era", ERAS)
+def test_a_signed_in_caller_sent_to_the_login_view_is_told_the_view_refuses_them(
+    app: Flask, era: str, shop: dict[str, int]
+) -> None:
+    """A guard that sends whoever fails it to the login view (``login_manager.unauthorized()``):
+    signing in is no answer for a caller who already is."""
+    anonymous = Caller(app, None, era).call("refunds")
+    assert anonymous["isError"] is True and text(anonymous).startswith("Authentication required")
+    bob = Caller(app, "bob", era).call("refunds")
+    assert bob["isError"] is True and text(bob) == (
+        "403 Forbidden: the view sends the caller, who is signed in, to its login page "
+        "(a permission or test it requires refuses them)."
+    )
+    assert Caller(app, "clerk", era).call("refunds")["structuredContent"] == {"refunds": 2}
+
+
+@pytest.mark.parametrize("era", ERAS)
 def test_a_post_view_gets_its_arguments_as_a_json_body_under_its_own_checks(
     app: Flask, era: str, shop: dict[str, int]
 ) -> None:
