@@ -19,9 +19,10 @@ routing: the ``before_request`` functions of the app and of the view's blueprint
 blueprint's guard applies to its views called as tools too; one that answers answers for the
 view), then the view with its own decorators (``login_required``) and those its URL wraps it in,
 then the ``after_request`` functions. Changes to the Flask session are not sent back to the
-client. What the view answers becomes the tool's result: JSON as structured content, HTML as
-its text, a redirect, ``abort()`` or a 4xx as a tool error naming it, and a crash as "500
-Internal Server Error" with the traceback in the log. Flask's error handlers do not run: their pages are for browsers.
+client, and CSRF is not enforced (Flask-WTF's ``CSRFProtect`` check is skipped). What the view
+answers becomes the tool's result: JSON as structured content, HTML as its text, a redirect,
+``abort()`` or a 4xx as a tool error naming it, and a crash as "500 Internal Server Error" with
+the traceback in the log. Flask's error handlers do not run: their pages are for browsers.
 
 Model tools read a model through ``query()``, a ``select()`` that defaults to every row and can
 be narrowed per caller (``query=lambda: select(Order).where(Order.owner_id == current_user.id)``);
@@ -41,7 +42,7 @@ from typing import Any, Literal, TypeVar
 from urllib.parse import unquote, urlencode
 
 import sqlalchemy as sa
-from flask import Flask, Response, current_app, request, url_for
+from flask import Flask, Response, current_app, g, request, url_for
 from flask.views import View
 from mcp.types import CallToolResult
 from pydantic import BaseModel
@@ -200,7 +201,7 @@ class _CallerRequest:
         app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
         try:
             self._stack.enter_context(_caller_context(app, self.path, self.method, self.rest))
-            early = app.preprocess_request()
+            early = _preprocess_request(app, self._stack)
         except Exception as exc:
             self.refuse(exc)
             return self
@@ -233,6 +234,33 @@ class _CallerRequest:
     def result(self) -> CallToolResult:
         assert self.answer is not None
         return self.answer
+
+
+def _preprocess_request(app: Flask, stack: contextlib.ExitStack) -> Any:
+    """``app.preprocess_request()`` for a view tool's request, less Flask-WTF's CSRF check.
+
+    ``CSRFProtect`` refuses a POST (PUT, PATCH, DELETE) without its form's token, which no MCP
+    client has: this request is the MCP request's, which the endpoint checked (its ``Origin``;
+    it takes only JSON, which a cross-site form cannot send), as Django's view tools leave CSRF
+    unenforced. ``g.csrf_valid`` is what ``CSRFProtect`` sets on a request it let through: a
+    ``FlaskForm`` the view validates then skips its own token check, with ``CSRFProtect`` or
+    without (until ``stack`` closes: ``g`` is the MCP request's application context's).
+    """
+    names = (None, *reversed(request.blueprints))
+    for name in names:
+        for url_func in app.url_value_preprocessors.get(name, ()):
+            url_func(request.endpoint, request.view_args)
+    for name in names:
+        for before_func in app.before_request_funcs.get(name, ()):
+            if getattr(before_func, "__module__", None) == "flask_wtf.csrf":
+                continue
+            rv = app.ensure_sync(before_func)()
+            if rv is not None:
+                return rv
+    if not g.get("csrf_valid"):
+        g.csrf_valid = True
+        stack.callback(g.pop, "csrf_valid", None)
+    return None
 
 
 def _outer_request() -> Any:

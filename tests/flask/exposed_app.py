@@ -27,9 +27,12 @@ from flask.typing import ResponseReturnValue
 from flask.views import MethodView
 from flask_login import LoginManager, UserMixin, current_user, login_required, login_user
 from flask_sqlalchemy import SQLAlchemy
+from flask_wtf import FlaskForm
 from mcp.server import MCPServer
 from sqlalchemy import Enum, ForeignKey, Numeric, String, func, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from wtforms import StringField
+from wtforms.validators import DataRequired
 
 from mcp_flask import MCP, model_tools, permission_required, view_tool
 from mcp_flask.models import UTCDateTime
@@ -188,6 +191,20 @@ def staff_note() -> ResponseReturnValue:
     return Response("for staff only", mimetype="text/plain")
 
 
+class NoteForm(FlaskForm):  # type: ignore[misc]
+    note = StringField(validators=[DataRequired()])
+
+
+@view_tool(mcp, method="POST", arguments={"note": str})
+@shop.post("/notes")
+def add_note() -> ResponseReturnValue:
+    """A Flask-WTF form's view (the form reads a JSON body too, and checks its own CSRF token)."""
+    form = NoteForm()
+    if not form.validate_on_submit():
+        return {"errors": form.errors}, 400
+    return {"note": form.note.data}
+
+
 def clerks_only(view: Callable[..., ResponseReturnValue]) -> Callable[..., ResponseReturnValue]:
     """The app's own guard, as Flask-Login's docs write one: whoever fails it is sent to the login view."""
 
@@ -263,8 +280,13 @@ model_tools(
 )
 
 
-def create_app(app: Flask) -> Flask:
-    """``app`` (with ``SQLALCHEMY_DATABASE_URI`` set) as the shop, its tables created."""
+def create_app(app: Flask, csrf: bool = False) -> Flask:
+    """``app`` (with ``SQLALCHEMY_DATABASE_URI`` set) as the shop, its tables created; with
+    ``csrf``, behind Flask-WTF's ``CSRFProtect`` (set up first, as the README says)."""
+    if csrf:
+        from flask_wtf.csrf import CSRFProtect
+
+        CSRFProtect(app)
     db.init_app(app)
     manager = LoginManager(app)
     manager.login_view = "login_page"

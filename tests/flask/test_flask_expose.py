@@ -65,6 +65,10 @@ def app(
 @pytest.fixture
 def shop(app: Flask) -> dict[str, int]:
     """Alice's three orders, Bob's one, and a clerk; the users' ids by name."""
+    return stock_shop(app)
+
+
+def stock_shop(app: Flask) -> dict[str, int]:
     with app.app_context():
         users = {name: User(name=name, role=role) for name, role in (("alice", "customer"), ("bob", "customer"))}
         users["clerk"] = User(name="clerk", role="clerk")
@@ -144,6 +148,34 @@ def test_a_post_view_gets_its_arguments_as_a_json_body_under_its_own_checks(
     done = Caller(app, "clerk", era).call("cancel_order", number="A-2", reason="changed my mind")
     assert done["structuredContent"] == {"number": "A-2", "status": "cancelled", "reason": "changed my mind"}
     assert status_of(app, "A-2") is Status.CANCELLED
+    # A Flask-WTF form reads the JSON body; its own CSRF token is not asked of an MCP caller.
+    assert Caller(app, "bob", era).call("add_note", note="call back")["structuredContent"] == {"note": "call back"}
+    refused = Caller(app, "bob", era).call("add_note", note="")
+    assert refused["isError"] is True and "This field is required." in text(refused)
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_flask_wtf_csrf_protection_leaves_a_post_view_tool_to_the_endpoints_own_checks(
+    make_app: Callable[..., Flask], tmp_path: Path, era: str
+) -> None:
+    """``CSRFProtect`` refuses a POST without its form's token, which no MCP client has: the
+    tool's request is the MCP request's, which the endpoint checked (its ``Origin``, JSON only),
+    as a Django view tool's is. A browser's POST to the view is still refused."""
+    app = exposed_app.create_app(make_app(SQLALCHEMY_DATABASE_URI=f"sqlite:///{tmp_path / 'shop.sqlite3'}"), csrf=True)
+    try:
+        stock_shop(app)
+        clerk = Caller(app, None, era, headers={"Authorization": "Bearer clerk"})
+        done = clerk.call("cancel_order", number="A-2", reason="changed my mind")
+        assert done["structuredContent"] == {"number": "A-2", "status": "cancelled", "reason": "changed my mind"}, done
+        # A FlaskForm in the view skips its own token check, as behind CSRFProtect's.
+        assert clerk.call("add_note", note="call back")["structuredContent"] == {"note": "call back"}
+        browser = app.test_client().post(
+            "/orders/A-3/cancel", json={"reason": "forged"}, headers={"Authorization": "Bearer clerk"}
+        )
+        assert browser.status_code == 400 and status_of(app, "A-3") is Status.SHIPPED
+    finally:
+        with app.app_context():
+            db.engine.dispose()
 
 
 @pytest.mark.parametrize("era", ERAS)
