@@ -227,7 +227,11 @@ class _CallerRequest:
                 return
             code = exc.code or 500
             location = getattr(exc, "new_url", None)  # a routing redirect
-            self.answer = view_result(ViewResponse(code, "", b"", location=location, reason=exc.name))
+            # ``abort(409, "The till is closed.")``: Flask's error page tells the client why (a
+            # 5xx's is not passed on); the class's own stock sentence says nothing more.
+            told = exc.description if exc.description != type(exc).description else None
+            body = told.encode() if isinstance(told, str) else b""
+            self.answer = view_result(ViewResponse(code, "text/plain", body, location=location, reason=exc.name))
             return
         self.answer = failed(self.tool_name)
 

@@ -180,6 +180,12 @@ def price_list() -> ResponseReturnValue:
     return send_file(io.BytesIO(b"teapot 12.00"), mimetype="text/plain")
 
 
+@view_tool(mcp, arguments={"code": int})
+def refuse_with_reason() -> ResponseReturnValue:
+    """``abort(code, description)``: the description is what Flask's error page tells the client."""
+    abort(int(request.args["code"]), "The till is closed until 9:00 (database password is hunter2).")
+
+
 @view_tool(mcp)
 def template_page() -> ResponseReturnValue:
     return render_template_string("<main><h2>Hello {{ current_user.name }}</h2></main>")

@@ -213,6 +213,12 @@ def test_what_a_tool_cannot_return_is_a_clear_error_and_a_crash_tells_nothing(
     check_what_a_tool_cannot_return(Caller(app, "bob", era), caplog, "I'm a teapot")
     sent = Caller(app, "bob", era).call("price_list")  # send_file's passthrough body is read
     assert not sent.get("isError") and text(sent) == "teapot 12.00"
+    # abort() with a description: the client reads it, as on Flask's error page (not for a 5xx).
+    closed = Caller(app, "bob", era).call("refuse_with_reason", code=409)
+    assert closed["isError"] is True
+    assert text(closed) == "409 Conflict: The till is closed until 9:00 (database password is hunter2)."
+    failed = Caller(app, "bob", era).call("refuse_with_reason", code=503)
+    assert text(failed) == "503 Service Unavailable: the view failed."
 
 
 @pytest.mark.parametrize("era", ERAS)
