@@ -171,10 +171,10 @@ def _register_view(
     )
     shape = _shape(view, view_class, path_arguments)
 
-    def respond(request: HttpRequest, response: HttpResponseBase) -> CallToolResult:
+    def respond(request: HttpRequest, response: HttpResponseBase, body: bytes | None = None) -> CallToolResult:
         # Resolved per call: at registration the URLconf may still be importing this module.
         login_url = str(resolve_url(settings.LOGIN_URL))
-        return view_result(_view_response(response), html_to_text, login_url, _signed_in(request))
+        return view_result(_view_response(response, body), html_to_text, login_url, _signed_in(request))
 
     if iscoroutinefunction(view):
 
@@ -184,7 +184,8 @@ def _register_view(
                 refused = None
                 if _login_middleware(tuple(settings.MIDDLEWARE)):  # reads request.user: off the loop
                     refused = await sync_to_async(_login_refusal)(request, callee, args, kwargs)
-                return respond(request, refused or await callee(request, *args, **kwargs))
+                response = refused or await callee(request, *args, **kwargs)
+                return respond(request, response, await _async_stream(response))
             except Exception as exc:
                 return _refusal(exc, tool_name)
 
@@ -736,16 +737,29 @@ def _innermost(view: Any) -> Any:
     return view
 
 
-def _view_response(response: HttpResponseBase) -> ViewResponse:
+async def _async_stream(response: HttpResponseBase) -> bytes | None:
+    """The body of an async view's stream from an async iterator, read as Django's ASGI
+    handler reads it (``None`` for any other response: :func:`_view_response` reads it)."""
+    if not (getattr(response, "streaming", False) and getattr(response, "is_async", False)):
+        return None
+    try:
+        return b"".join([part async for part in response.streaming_content])  # type: ignore[attr-defined]
+    except BaseException:
+        response.close()
+        raise
+
+
+def _view_response(response: HttpResponseBase, body: bytes | None = None) -> ViewResponse:
+    """``response`` for :func:`view_result`; ``body``: its streamed body, already read."""
     render = getattr(response, "render", None)
     if callable(render) and not getattr(response, "is_rendered", True):
         render()
     try:
-        if getattr(response, "streaming", False):
-            if getattr(response, "is_async", False):
+        if body is None and getattr(response, "streaming", False):
+            if getattr(response, "is_async", False):  # from a sync view, which cannot await it
                 return ViewResponse(500, "", b"", reason="the view streamed asynchronously, which a tool cannot read")
             body = b"".join(response.streaming_content)  # type: ignore[attr-defined]
-        else:
+        elif body is None:
             body = response.content  # type: ignore[attr-defined]
     finally:
         response.close()

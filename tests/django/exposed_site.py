@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from django.contrib.auth.decorators import login_not_required, login_required, permission_required
 from django.db import models
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template import engines
 from django.template.response import TemplateResponse
@@ -105,6 +105,17 @@ async def whoami(request: HttpRequest) -> JsonResponse:
     """Who the shop thinks is calling (an async view)."""
     user = await request.auser()  # type: ignore[attr-defined]
     return JsonResponse({"user": user.get_username() or None, "method": request.method})
+
+
+@view_tool(mcp)
+async def till_roll(request: HttpRequest) -> StreamingHttpResponse:
+    """The till roll, streamed by an async view from an async generator."""
+
+    async def lines() -> Any:
+        for n in range(3):
+            yield f"receipt {n}\n"
+
+    return StreamingHttpResponse(lines(), content_type="text/plain")
 
 
 @view_tool(mcp)
