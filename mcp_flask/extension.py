@@ -158,8 +158,8 @@ class MCP:
     Tools run inside the serving application's context (``current_app``, Flask-SQLAlchemy's
     ``db.session``) and see the MCP request's (``flask.request``, also
     ``ctx.request_context.request``, and ``flask.session``, saved in the response unless it
-    had started streaming as SSE: see the README). With Flask-WTF's ``CSRFProtect`` set up
-    first, the MCP routes are exempted from it (MCP clients send no CSRF token).
+    had started streaming as SSE: see the README). The MCP routes are exempted from Flask-WTF's
+    ``CSRFProtect``, set up before this extension or after it (MCP clients send no CSRF token).
 
     :param app: the application, for the non-factory pattern.
     :param server: a server to serve at ``url``.
@@ -254,6 +254,7 @@ class MCP:
         from mcp_flask.cli import mcp_cli
         from mcp_flask.views import MCPView
 
+        views: dict[str, Any] = {}
         for url, entry in self._servers.items():
             state.endpoints[url] = FlaskEndpoint(app, servers[url], config, store)
             view = MCPView.as_view(entry.name, url=url)
@@ -266,10 +267,20 @@ class MCP:
             # JSON-RPC 405, and OPTIONS too (Flask's answer would advertise methods it refuses).
             app.url_map.add(Rule(url, endpoint=entry.name, methods=None))
             app.view_functions[entry.name] = view
-            csrf = app.extensions.get("csrf")
-            if csrf is not None and hasattr(csrf, "exempt"):
-                # Flask-WTF's CSRFProtect would refuse every MCP POST: clients send no CSRF token.
-                csrf.exempt(view)
+            views[entry.name] = view
+
+        def exempt_from_csrf(endpoint: str | None, _values: Any) -> None:
+            # Flask-WTF's CSRFProtect would refuse every MCP POST with its HTML 400: clients
+            # send no CSRF token. Told on the MCP URLs' requests, before any before_request
+            # function (its check is one), so that it holds whether CSRFProtect was set up
+            # before this extension or after it (an app factory's order is its own).
+            view = views.get(endpoint or "")
+            if view is not None:
+                csrf = app.extensions.get("csrf")
+                if csrf is not None and hasattr(csrf, "exempt"):
+                    csrf.exempt(view)
+
+        app.url_value_preprocessors.setdefault(None, []).append(exempt_from_csrf)
         # First of all before-request hooks: nothing of the app's runs on a request it would refuse.
         app.before_request_funcs.setdefault(None, []).insert(0, refuse_untrusted_host)
         app.extensions[EXTENSION_KEY] = state

@@ -339,6 +339,30 @@ def test_exact_path_no_redirect(app: Flask) -> None:
     assert response.headers["Mcp-Session-Id"]
 
 
+@pytest.mark.parametrize("csrf_set_up", ["before MCP", "after MCP"])
+def test_flask_wtf_csrf_protection_leaves_the_mcp_urls_alone(
+    make_app: Callable[..., Flask], fast_config: dict[str, Any], csrf_set_up: str
+) -> None:
+    """Flask-WTF's ``CSRFProtect`` would answer every MCP POST with its HTML 400 (no client
+    sends its token), whichever extension an app factory sets up first; the app's own POST
+    routes stay protected."""
+    from flask_wtf.csrf import CSRFProtect
+
+    app = make_app(**fast_config)
+    csrf = CSRFProtect()
+    if csrf_set_up == "before MCP":
+        csrf.init_app(app)
+    MCP(app, server=server)
+    if csrf_set_up == "after MCP":
+        csrf.init_app(app)
+    app.add_url_rule("/form", "form", lambda: "posted", methods=["POST"])
+    MCP.migrate(app)
+    client = app.test_client()
+    opened = _initialize(client)
+    assert opened.status_code == 200, opened.get_data(as_text=True)
+    assert client.post("/form").status_code == 400
+
+
 @pytest.mark.parametrize(
     "method", ["PUT", "PATCH", "OPTIONS", "TRACE", "CONNECT", "PROPFIND", "MKCOL", "QUERY", "BREW", "X-CUSTOM"]
 )
