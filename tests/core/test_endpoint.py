@@ -776,6 +776,47 @@ def test_an_asgi_request_cancelled_by_its_server_is_cancelled_whatever_its_tool(
         point.close()
 
 
+def test_an_asgi_request_cancelled_before_its_answer_began_cancels_its_tool() -> None:
+    """On the 2026-07-28 wire a client cancels a call by closing its response: an ASGI server
+    (Django's handler on ``http.disconnect``) then cancels the view. A call that had sent
+    nothing yet kept running to its end, however long, on the SDK's path (a tool taking a
+    ``Context``); the SDK's own server cancels it, as this endpoint does once the answer has
+    begun to stream."""
+    server = MCPServer("Naps")
+    started = threading.Event()
+    outcome: list[str] = []
+
+    @server.tool()
+    async def nap(ctx: Context) -> str:
+        started.set()
+        try:
+            await anyio.sleep(5)
+        except BaseException as exc:
+            outcome.append(type(exc).__name__)
+            raise
+        outcome.append("finished")
+        return "late"
+
+    point = MCPEndpoint(server, MCPConfig(secret_keys=(SECRET,)), MemoryStore())
+
+    async def disconnect_during_the_call() -> list[str]:
+        view = asyncio.create_task(point.handle_from_other_loop(modern_call("nap", {})))
+        assert await asyncio.to_thread(started.wait, 5)
+        view.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await view
+        deadline = time.monotonic() + 2
+        while not outcome and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        return list(outcome)  # before close(), which would cancel it anyway
+
+    try:
+        seen = asyncio.run(disconnect_during_the_call())
+    finally:
+        point.close()
+    assert seen == ["CancelledError"]
+
+
 def test_the_first_call_of_a_sync_tool_runs_on_the_callers_thread_as_every_later_one() -> None:
     """A WSGI request's sync tool runs on the request's own thread (with its database
     connection: a Django ``TestCase``'s uncommitted rows are visible there), from the very first
