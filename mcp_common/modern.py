@@ -216,7 +216,13 @@ async def handle_modern(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPResp
     task = asyncio.create_task(run_handler())
     task.add_done_callback(ended)
     endpoint.track(task)
-    first = await sink.get()
+    try:
+        first = await sink.get()
+    except asyncio.CancelledError:
+        # An ASGI server cancels its view when the client closes the response: before the
+        # answer began as after (_stream), the 2026-07-28 way to cancel the request.
+        task.cancel()
+        raise
     if first is None:
         return json_response(replies[0], _reply_status(replies[0]))
     return HTTPResponse(200, dict(SSE_HEADERS), stream=_stream(first, sink, task, replies))
