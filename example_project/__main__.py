@@ -17,6 +17,9 @@ import subprocess
 import sys
 
 DJANGO_SETTINGS = "example_project.django_site.settings"
+GRACEFUL_SHUTDOWN_SECONDS = 3
+"""How long uvicorn lets open requests finish once told to stop; streams are then closed (a
+legacy client resumes them on another worker with ``Last-Event-ID``)."""
 
 
 def _migrate(framework: str) -> None:
@@ -64,6 +67,11 @@ def _command(args: argparse.Namespace) -> list[str]:
                 str(args.port),
                 "--workers",
                 str(args.workers),
+                # uvicorn waits for open responses before it stops, and MCP streams stay open
+                # under ASGI (a GET stream for STREAM_HOLD_SECONDS, a call waiting for its
+                # client until the answer): without a bound, Ctrl-C would wait minutes.
+                "--timeout-graceful-shutdown",
+                str(GRACEFUL_SHUTDOWN_SECONDS),
                 "--log-level",
                 "warning",
                 "--no-access-log",
