@@ -125,22 +125,35 @@ def check_request(
     host = headers.get("host", "")
     if not host_allowed(host, config.allowed_hosts):
         if log:
-            logger.warning(
-                "Invalid Host header %r. You may need to add %r to %s.",
-                host,
-                split_host(host)[0],
-                config.hosts_setting,
-            )
+            name = split_host(host)[0]
+            if name:
+                logger.warning(
+                    "Invalid Host header %r. You may need to add %r to %s.", host, name, config.hosts_setting
+                )
+            else:
+                # A list, whitespace, a broken IPv6 literal: no entry, not even "*", admits it.
+                logger.warning(
+                    "Invalid Host header %r: not a host name, which no entry of %s admits.", host, config.hosts_setting
+                )
         return error_response(421, INVALID_REQUEST, "Invalid Host header")
     origin = headers.get("origin")
     if origin and not origin_allowed(origin, host, config.allowed_origins, secure):
         if log:
-            logger.warning(
-                "Invalid Origin header %r for Host %r. You may need to add %r to %s.",
-                origin,
-                host,
-                origin,
-                config.origins_setting,
-            )
+            if origin.strip().lower() == "null":
+                # A sandboxed frame's or a file: page's: listing "null" would not admit it.
+                logger.warning(
+                    "Invalid Origin header %r for Host %r: an opaque origin, which only '*' in %s admits.",
+                    origin,
+                    host,
+                    config.origins_setting,
+                )
+            else:
+                logger.warning(
+                    "Invalid Origin header %r for Host %r. You may need to add %r to %s.",
+                    origin,
+                    host,
+                    origin,
+                    config.origins_setting,
+                )
         return error_response(403, INVALID_REQUEST, "Invalid Origin header")
     return None

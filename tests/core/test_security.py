@@ -133,3 +133,26 @@ def test_check_request_statuses() -> None:
     cross = check_request(config, {"host": "localhost", "origin": "http://evil.example"}, 1)
     assert cross is not None and cross.status == 403
     assert check_request(config, {"host": "localhost", "origin": "http://localhost"}, 1) is None
+
+
+@pytest.mark.parametrize("host", ["a.example,b.example", "[::1", "evil example", ""])
+def test_a_host_header_that_names_no_host_is_not_logged_as_one_to_allow(
+    host: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No setting admits a Host that is no host name (a list, a broken IPv6 literal): the log
+    says so, rather than "You may need to add '' to ..."."""
+    config = MCPConfig(allowed_hosts=("*",), hosts_setting="MCP_ALLOWED_HOSTS")
+    refused = check_request(config, {"host": host}, 1, log=True)
+    assert refused is not None and refused.status == 421
+    assert "add ''" not in caplog.text
+    assert f"Invalid Host header {host!r}: not a host name" in caplog.text
+
+
+def test_an_opaque_origin_is_not_logged_as_one_to_allow(caplog: pytest.LogCaptureFixture) -> None:
+    """``Origin: null`` (a sandboxed frame, a file: page) is refused whatever the allowed
+    origins list, ``*`` apart: listing "null" would not admit it, so the log must not say to."""
+    config = MCPConfig(allowed_origins=("null",), origins_setting="MCP_ALLOWED_ORIGINS")
+    refused = check_request(config, {"host": "localhost", "origin": "null"}, 1, log=True)
+    assert refused is not None and refused.status == 403
+    assert "add 'null'" not in caplog.text
+    assert "only '*' in MCP_ALLOWED_ORIGINS admits" in caplog.text
