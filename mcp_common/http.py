@@ -27,6 +27,22 @@ def read_at_most(read: Callable[[int], bytes], most: int, chunk: int = 64 * 1024
     return b"".join(pieces)
 
 
+def undecoded_chunks(environ: Mapping[str, Any]) -> bool:
+    """Whether a WSGI environ carries a chunked body that its server passed on undecoded.
+
+    With no ``Content-Length`` and no ``wsgi.input_terminated`` (wsgiref, so Django's
+    ``runserver``) Django and werkzeug read the body as empty, and the client would be told
+    its JSON does not parse. Gunicorn and werkzeug's own server de-chunk the body and say so;
+    an ASGI request has no ``wsgi.input``.
+    """
+    return (
+        "wsgi.input" in environ
+        and not environ.get("CONTENT_LENGTH")
+        and not environ.get("wsgi.input_terminated")
+        and "chunked" in str(environ.get("HTTP_TRANSFER_ENCODING", "")).lower()
+    )
+
+
 @dataclass
 class HTTPRequest:
     """One HTTP request, as the adapter received it."""

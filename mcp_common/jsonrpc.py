@@ -9,7 +9,7 @@ from typing import Any
 
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
-from mcp_types import REQUEST_TIMEOUT
+from mcp_types import INVALID_REQUEST, REQUEST_TIMEOUT
 
 from mcp_common.http import HTTPResponse
 
@@ -93,6 +93,14 @@ def error_response(
 ) -> HTTPResponse:
     """A JSON-RPC error with an explicit HTTP status (transport-level refusals)."""
     return json_response(error_body(code, message, request_id, data), status, headers)
+
+
+def length_required() -> HTTPResponse:
+    """The answer to a chunked body the WSGI server could not de-chunk
+    (:func:`mcp_common.http.undecoded_chunks`)."""
+    return error_response(
+        411, INVALID_REQUEST, "Length Required: this server cannot read a chunked body; send a Content-Length"
+    )
 
 
 def status_for(code: int, default: int = 200) -> int:

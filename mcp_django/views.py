@@ -17,8 +17,8 @@ from django.views.decorators.csrf import csrf_exempt
 from mcp_types import INTERNAL_ERROR
 
 from mcp_common.endpoint import MCPEndpoint
-from mcp_common.http import HTTPRequest, HTTPResponse, environ_headers, read_at_most
-from mcp_common.jsonrpc import error_response
+from mcp_common.http import HTTPRequest, HTTPResponse, environ_headers, read_at_most, undecoded_chunks
+from mcp_common.jsonrpc import error_response, length_required
 from mcp_common.permissions import run_checks, tool_checks
 from mcp_django.auth import authenticate
 from mcp_django.conf import mcp_settings
@@ -97,6 +97,8 @@ def _read(request: HttpRequest, limit: int) -> bytes | HTTPResponse:
     moving the spooled stream to its end, where nothing is left to read.
     """
     meta = request.META
+    if undecoded_chunks(meta):
+        return length_required()
     try:
         declared = int(meta.get("CONTENT_LENGTH") or 0)
     except ValueError:

@@ -11,8 +11,8 @@ from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from mcp_common.endpoint import MCPEndpoint
-from mcp_common.http import HTTPRequest, HTTPResponse, environ_headers, read_at_most
-from mcp_common.jsonrpc import error_response
+from mcp_common.http import HTTPRequest, HTTPResponse, environ_headers, read_at_most, undecoded_chunks
+from mcp_common.jsonrpc import error_response, length_required
 from mcp_common.permissions import run_checks, tool_checks
 from mcp_flask.extension import get_state
 
@@ -99,6 +99,8 @@ def read_body(limit: int) -> bytes | HTTPResponse:
     A declared ``Content-Length`` over the limit is refused before a byte is read; a chunked
     body is read in pieces and refused as soon as it passes the limit.
     """
+    if undecoded_chunks(request.environ):
+        return length_required()
     declared = request.content_length
     if declared is not None and declared > limit:
         return _too_large(limit)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from io import BytesIO
 from typing import Any
 
 import pytest
@@ -164,6 +165,27 @@ def test_the_body_stays_readable_after_the_view_read_it() -> None:
     del too_big.META["CONTENT_LENGTH"]
     refusal = _read(too_big, 100)
     assert not isinstance(refusal, bytes) and refusal.status == 413
+
+
+def test_a_chunked_body_the_wsgi_server_did_not_de_chunk_is_411() -> None:
+    """``runserver`` (wsgiref) passes a chunked body on undecoded, with no Content-Length and
+    no ``wsgi.input_terminated``: Django reads it as empty. The client is told to send a
+    length, not "Parse error" for the JSON it sent (nor a 413 it never hears of)."""
+    body = json.dumps(LEGACY_INIT).encode()
+    request = RequestFactory().generic(
+        "POST", "/mcp", body, content_type="application/json", CONTENT_LENGTH="", HTTP_TRANSFER_ENCODING="chunked"
+    )
+    refusal = _read(request, 100_000)
+    assert not isinstance(refusal, bytes), refusal
+    assert refusal.status == 411
+    error = json.loads(refusal.body)["error"]
+    assert error["code"] == -32600 and "Content-Length" in error["message"]
+    # A server that de-chunks the body (gunicorn) says so: the body is read.
+    dechunked = RequestFactory().generic(
+        "POST", "/mcp", body, content_type="application/json", CONTENT_LENGTH="", HTTP_TRANSFER_ENCODING="chunked"
+    )
+    dechunked.META.update({"wsgi.input_terminated": True, "wsgi.input": BytesIO(body)})
+    assert _read(dechunked, 100_000) == body
 
 
 @pytest.mark.parametrize("era", ["modern", "legacy"])

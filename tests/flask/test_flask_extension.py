@@ -88,15 +88,17 @@ async def borrow(ctx: Context) -> str:
     return str(result)
 
 
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+
+
 def _initialize(client: Any, url: str = "/mcp", base_url: str | None = None, **headers: str) -> Any:
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-    }
     extra = {} if base_url is None else {"base_url": base_url}
-    return client.post(url, json=body, headers={"Accept": SSE_AND_JSON, **headers}, **extra)
+    return client.post(url, json=INITIALIZE, headers={"Accept": SSE_AND_JSON, **headers}, **extra)
 
 
 # -- registration ------------------------------------------------------------------------------
@@ -505,6 +507,21 @@ def test_chunked_oversize_body_is_refused(app: Flask) -> None:
     )
     assert response.status_code == 413 and response.is_json
     assert body.tell() == 2001  # read no further than one byte past the limit
+
+
+def test_a_chunked_body_the_wsgi_server_did_not_de_chunk_is_411(app: Flask) -> None:
+    """A WSGI server that passes a chunked body on undecoded (wsgiref) sets no Content-Length
+    and no ``wsgi.input_terminated``: werkzeug reads it as empty. The client is told to send a
+    length, not "Parse error" for the JSON it sent."""
+    response = app.test_client().post(
+        "/mcp",
+        input_stream=io.BytesIO(json.dumps(INITIALIZE).encode()),
+        headers={"Accept": SSE_AND_JSON, "Content-Type": "application/json", "Transfer-Encoding": "chunked"},
+        environ_overrides={"CONTENT_LENGTH": ""},  # as wsgiref passes it on
+    )
+    assert response.status_code == 411 and response.is_json
+    error = response.json["error"]  # type: ignore[index]
+    assert error["code"] == -32600 and "Content-Length" in error["message"]
 
 
 def test_max_content_length_lower_than_mcp_limit(make_app: Callable[..., Flask]) -> None:

@@ -234,6 +234,19 @@ def test_a_chunked_body_over_djangos_memory_limit(
     jsonrpc_error(chunked(5 * 1024 * 1024), 413, -32600)
 
 
+@pytest.mark.slow
+def test_a_chunked_body_runserver_cannot_read_is_411(example_server: Callable[..., LiveServer]) -> None:
+    """``runserver`` passes a chunked body on undecoded, which Django reads as empty: the client
+    is told to send a Content-Length, not that its JSON does not parse."""
+    server = example_server("django", "dev", 1, "sqlite")
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": ENVELOPE}}).encode()
+    headers = {"Content-Type": "application/json", "Accept": ACCEPT, **modern_headers("tools/list")}
+    response = httpx.post(server.url(), content=iter([body]), headers=headers, timeout=10)
+    error = jsonrpc_error(response, 411, -32600)
+    assert "Content-Length" in error["error"]["message"]
+    assert httpx.post(server.url(), content=body, headers=headers, timeout=10).status_code == 200
+
+
 @pytest.mark.parametrize("bad_id", ["null", "1.5", "true", "[1]", "NaN"])
 def test_a_call_with_an_id_the_sdk_refuses_runs_nothing(server: LiveServer, bad_id: str) -> None:
     """``list_products`` is a call the fast path serves: it must not answer (or echo) this id."""
