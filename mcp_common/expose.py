@@ -25,7 +25,7 @@ from html.parser import HTMLParser
 from typing import Annotated, Any
 
 from mcp.types import CallToolResult, TextContent
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
 from pydantic_core import to_jsonable_python
 
 from mcp_common import _sdk
@@ -41,6 +41,23 @@ MAX_TEXT = 100_000
 MAX_PAGE = 1_000_000
 """The highest page a model's list tool takes (a larger one is a validation error, not an
 offset the database cannot hold)."""
+
+MAX_SEARCH = 1_000
+"""The longest ``search`` a model's list tool takes, in characters (a longer one is a
+validation error): far past anything typed into a search box, and far below the LIKE pattern
+SQLite refuses to match (50,000 bytes, which 12,500 four-byte characters reach)."""
+
+
+def _searchable(text: str) -> str:
+    # Not Field(max_length=...): pydantic's constrained str refuses a lone surrogate with a
+    # message of its own, before _uncarried can name it as it names one in any other text.
+    if len(text) > MAX_SEARCH:
+        raise ValueError(f"a search is at most {MAX_SEARCH} characters long")
+    return text
+
+
+SearchText = Annotated[str, AfterValidator(_searchable), Field(json_schema_extra={"maxLength": MAX_SEARCH})]
+"""A model list tool's ``search``, as long as every database matches (:data:`MAX_SEARCH`)."""
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 """Methods whose non-path arguments travel as a JSON body (the others: the query string)."""
@@ -537,7 +554,7 @@ def list_tool(
     }
     extra: dict[str, Any] = {}
     if search:
-        extra["search"] = (str | None, None)
+        extra["search"] = (SearchText | None, None)
     extra["page"] = (Annotated[int, Field(ge=1, le=MAX_PAGE)], 1)
     extra["page_size"] = (Annotated[int, Field(ge=1, le=max_page_size)], page_size)
     described = f"List {plural}, {page_size} to a page"

@@ -102,3 +102,16 @@ def check_text_nothing_downstream_can_carry_is_refused(caller: Caller, caplog: p
         assert refused["isError"] is True, (arguments, refused)
         assert "500" not in text(refused) and repr(argument) in text(refused), (arguments, refused)
         assert not [record for record in caplog.records if record.exc_info], (arguments, caplog.text)
+
+
+def check_a_search_too_long_to_match_is_refused(caller: Caller, caplog: pytest.LogCaptureFixture) -> None:
+    """SQLite refuses a LIKE pattern over 50,000 bytes ("LIKE or GLOB pattern too complex"): a
+    search that long is the caller's mistake, refused as an argument on every database, as the
+    schema says, not a server error with a traceback in the log."""
+    caplog.clear()
+    refused = caller.call("list_orders", search="%" * 60_000)
+    assert refused["isError"] is True and "search" in text(refused) and "500" not in text(refused), refused
+    assert not [record for record in caplog.records if record.exc_info], caplog.text
+    search = caller.tools()["list_orders"]["inputSchema"]["properties"]["search"]
+    longest = next(kind["maxLength"] for kind in search["anyOf"] if kind["type"] == "string")
+    assert caller.call("list_orders", search="%" * longest)["structuredContent"]["count"] == 0

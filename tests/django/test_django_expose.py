@@ -22,6 +22,7 @@ from tests.django import inprocess
 from tests.django.exposed_site import Document
 from tests.expose_checks import (
     check_a_path_argument_its_url_refuses,
+    check_a_search_too_long_to_match_is_refused,
     check_an_html_page,
     check_pages_filters_and_search,
     check_text_nothing_downstream_can_carry_is_refused,
@@ -440,6 +441,7 @@ def test_text_no_database_or_url_can_carry_is_a_clear_argument_error(
     path: str, era: str, shop: dict[str, User], caplog: pytest.LogCaptureFixture
 ) -> None:
     check_text_nothing_downstream_can_carry_is_refused(Caller(path, era, shop["clerk"]), caplog)
+    check_a_search_too_long_to_match_is_refused(Caller(path, era, shop["clerk"]), caplog)
 
 
 def test_model_tool_names_do_not_follow_the_language_active_at_registration() -> None:

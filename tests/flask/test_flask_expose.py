@@ -21,6 +21,7 @@ from mcp_common.fast import FastPath
 from mcp_flask import MCP, model_tools, view_tool
 from tests.expose_checks import (
     check_a_path_argument_its_url_refuses,
+    check_a_search_too_long_to_match_is_refused,
     check_an_html_page,
     check_pages_filters_and_search,
     check_text_nothing_downstream_can_carry_is_refused,
@@ -287,6 +288,7 @@ def test_text_no_database_or_url_can_carry_is_a_clear_argument_error(
     app: Flask, era: str, shop: dict[str, int], caplog: pytest.LogCaptureFixture
 ) -> None:
     check_text_nothing_downstream_can_carry_is_refused(Caller(app, "clerk", era), caplog)
+    check_a_search_too_long_to_match_is_refused(Caller(app, "clerk", era), caplog)
 
 
 # -- configuration -----------------------------------------------------------------------------
