@@ -42,6 +42,10 @@ MAX_PAGE = 1_000_000
 """The highest page a model's list tool takes (a larger one is a validation error, not an
 offset the database cannot hold)."""
 
+MAX_NESTING = 200
+"""How deeply a tool argument's value may nest (a deeper one is the caller's error): pydantic,
+which writes a view's arguments as JSON for it, stops at 255 levels."""
+
 MAX_SEARCH = 1_000
 """The longest ``search`` a model's list tool takes, in characters (a longer one is a
 validation error): far past anything typed into a search box, and far below the LIKE pattern
@@ -190,8 +194,9 @@ def tool_function(
     """A function for ``@server.tool()``: the SDK reads its signature for the input schema and
     calls it with the validated arguments, which go to ``call`` as one dict.
 
-    Text ``call`` could not pass on is refused first, naming the argument (see
-    :func:`_uncarried`; ``database``: the arguments go into a query, so a NUL is refused too).
+    Text ``call`` could not pass on, or a value nested too deeply to be written as JSON, is
+    refused first, naming the argument (see :func:`_uncarried`; ``database``: the arguments go
+    into a query, so a NUL is refused too).
     """
     if inspect.iscoroutinefunction(call):
 
@@ -221,12 +226,35 @@ def _uncarried(tool_name: str, values: Mapping[str, Any], database: bool) -> Cal
     PostgreSQL text cannot hold one, and SQLite compares text as ending at it (a search for
     ``"\\x00"`` would match every row). A view gets a NUL as its URL would give it."""
     for argument, value in values.items():
+        if _nesting(value) > MAX_NESTING:
+            logger.info("Tool %r rejected arguments: %r", tool_name, [argument])
+            return error(f"Invalid argument {argument!r}: its value nests deeper than {MAX_NESTING} levels.")
         if _holds_uncarried(to_jsonable_python(value), database):
             # The argument's name only, as the SDK logs a rejected argument: the value is the caller's.
             logger.info("Tool %r rejected arguments: %r", tool_name, [argument])
             what = "a NUL character or a lone surrogate" if database else "a lone surrogate"
             return error(f"Invalid argument {argument!r}: its text holds {what}, which cannot be passed on.")
     return None
+
+
+def _nesting(value: Any) -> int:
+    """How many levels of objects, arrays and models ``value`` nests (walked without recursion,
+    so that no depth can make the walk itself fail)."""
+    deepest = 0
+    pending = [(value, 1)]
+    while pending:
+        item, level = pending.pop()
+        if isinstance(item, BaseModel):
+            children: Iterable[Any] = item.__dict__.values()
+        elif isinstance(item, Mapping):
+            children = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        pending.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def _holds_uncarried(value: Any, database: bool) -> bool:

@@ -23,6 +23,7 @@ from mcp_common.expose import (
     pluralize,
     query_pairs,
     tool_arguments,
+    tool_function,
     view_result,
 )
 
@@ -89,3 +90,28 @@ def test_a_tool_name_the_server_already_has_is_refused_at_start_up() -> None:
         add_tool(server, "list_orders", "Generated.", spec, call, None)
     add_tool(server, "list_all_orders", "Generated.", spec, call, None)
     assert sorted(tool.name for tool in _sdk.all_tools(server)) == ["list_all_orders", "list_orders"]
+
+
+def test_an_argument_nested_too_deeply_to_pass_on_is_the_callers_mistake(caplog: pytest.LogCaptureFixture) -> None:
+    """A view tool's ``dict`` argument nested hundreds of levels deep cannot be written as JSON
+    for the view (pydantic stops at 255 levels): the caller is told, naming the argument, and
+    the log holds no traceback, rather than "Error executing tool" and an ERROR with one."""
+    reached: list[dict[str, object]] = []
+
+    def call(values: dict[str, object]) -> CallToolResult:
+        reached.append(values)
+        return CallToolResult(content=[])
+
+    fn = tool_function("echo", None, tool_arguments({}, {"payload": dict}, "test"), call)
+
+    def nested(depth: int) -> dict[str, object]:
+        value: dict[str, object] = {"leaf": 1}
+        for _ in range(depth - 1):
+            value = {"a": value}
+        return value
+
+    refused = fn(payload=nested(300))
+    assert refused.is_error is True and "'payload'" in refused.content[0].text and not reached  # type: ignore[union-attr]
+    assert not [record for record in caplog.records if record.exc_info]
+    fn(payload=nested(50))
+    assert len(reached) == 1
