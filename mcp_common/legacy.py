@@ -570,15 +570,26 @@ class AnswerPoller:
                 logger.warning("Polling for answers from other workers failed; retrying", exc_info=True)
 
 
-def _client_params_json(params: InitializeRequestParams) -> str:
-    """What a session keeps of its client's ``initialize``, as JSON that reads back."""
+def _client_params_json(params: InitializeRequestParams) -> str | None:
+    """What a session keeps of its client's ``initialize``, as JSON that reads back; ``None``
+    when it would not: nested deeper than pydantic writes (255 levels) or reads back (200)
+    JSON, which the SDK's own transport refuses as it parses the message. Kept, each later
+    request of the session would fail reading it."""
     try:
-        return params.model_dump_json(by_alias=True, exclude_none=True)
+        text = params.model_dump_json(by_alias=True, exclude_none=True)
     except PydanticSerializationError:
         # A lone surrogate in the client's text (its name, a capability), which JSON may carry
         # and UTF-8 cannot: kept as U+FFFD, which every database holds and pydantic reads.
-        value = params.model_dump(mode="json", by_alias=True, exclude_none=True)
-        return storable_text(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+        try:
+            value = params.model_dump(mode="json", by_alias=True, exclude_none=True)
+        except ValueError:  # nested too deeply to write
+            return None
+        text = storable_text(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+    try:
+        InitializeRequestParams.model_validate_json(text, by_name=False)  # as _connection reads it
+    except ValidationError:
+        return None
+    return text
 
 
 class LegacyProtocol:
@@ -684,11 +695,14 @@ class LegacyProtocol:
         client_params = connection.client_params
         if client_params is None:  # pragma: no cover - serve_one commits it on success
             return error_response(400, INVALID_PARAMS, "Invalid initialize parameters", message.id)
+        kept = _client_params_json(client_params)
+        if kept is None:
+            return error_response(400, INVALID_PARAMS, "Invalid initialize parameters: nested too deeply", message.id)
         now = time.time()
         session = SessionRecord(
             session_id=uuid.uuid4().hex,
             protocol_version=connection.protocol_version,
-            client_params=_client_params_json(client_params),
+            client_params=kept,
             principal=request.principal,
             server_name=self.endpoint.name,
             created=now,

@@ -1293,3 +1293,25 @@ def test_a_tool_that_raises_system_exit_fails_like_any_other_and_the_endpoint_go
     finally:
         point.close()
         _stops.clear()
+
+
+@pytest.mark.parametrize("depth", [210, 300])
+def test_an_initialize_nested_too_deeply_to_keep_opens_no_session(depth: int) -> None:
+    """A session keeps its client's ``initialize`` as JSON that each later request reads back
+    with pydantic, which parses 200 levels and writes 255. Deeper, the initialize was a 500,
+    or opened a session whose every request was one; the SDK's own transport refuses such a
+    message as it parses it (400)."""
+    store = MemoryStore()
+    point = endpoint(store)
+    nested: dict[str, Any] = {"leaf": 1}
+    for _ in range(depth):
+        nested = {"a": nested}
+    client = {"name": "t", "version": "0"}
+    params = {"protocolVersion": LEGACY, "capabilities": {"experimental": {"x": nested}}, "clientInfo": client}
+    response = point.handle(request("POST", {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}))
+    assert response.status == 400, response.body
+    assert json.loads(response.body)["error"]["code"] == -32602
+    assert "Mcp-Session-Id" not in response.headers and not store._sessions
+    # Within the limits, the same client opens a session that serves.
+    session = initialize(point, {"experimental": {"x": {"a": {"b": 1}}}})
+    assert point.handle(legacy(session, {"jsonrpc": "2.0", "id": 1, "method": "ping"})).status == 200
