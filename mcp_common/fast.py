@@ -193,6 +193,10 @@ class FastPath:
         """The validated arguments, or ``None`` when the full path must answer (with its error)."""
         try:
             validate_client_request("tools/call", version, params)
+            if self._params_type is not None:
+                # The handler's own parameters, as the SDK validates them next: stricter than the
+                # request surface in places (a null progressToken passes that, not this).
+                self._params_type.model_validate(params, by_name=False)
         except (ValidationError, ValueError, KeyError):
             return None
         arguments = params.get("arguments") or {}

@@ -367,3 +367,23 @@ def test_a_malformed_legacy_envelope_goes_to_the_full_path(
         assert (answer.status, body(answer)["error"]["code"]) == (400, -32600)
     else:
         assert (answer.status, answer.body) == (202, b"")
+
+
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+def test_params_the_sdks_handler_refuses_go_to_the_full_path(point: MCPEndpoint, session: str, era: str) -> None:
+    """``progressToken: null`` passes the SDK's request-surface check, but not the tools/call
+    handler's own parameters (a token is a string or an integer): the SDK answers -32602 and
+    runs nothing, so the fast path must not run the tool either."""
+    if era == "modern":
+        request = modern_call("add", {"a": 1})
+        message = json.loads(request.body)
+        message["params"]["_meta"]["progressToken"] = None
+        request.body = json.dumps(message).encode()
+    else:
+        params = {"name": "add", "arguments": {"a": 1}, "_meta": {"progressToken": None}}
+        request = legacy(session, {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params})
+    assert point.fast.handle_sync(request) is None
+    answer = point.handle(request)
+    reply = body(answer) if answer.stream is None else [e["data"] for e in events(point, answer) if e["data"]][-1]
+    assert reply["error"]["code"] == -32602, reply
+    assert answer.status == (400 if era == "modern" else 200)
