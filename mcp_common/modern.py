@@ -293,9 +293,10 @@ def _param_header_rejection(
         return None
     params = req.params or {}
     name = params.get("name")
-    arguments = params.get("arguments") or {}
-    if not isinstance(name, str) or not isinstance(arguments, Mapping):
-        return None
+    raw = params.get("arguments")
+    if not isinstance(name, str) or (raw is not None and not isinstance(raw, Mapping)):
+        return None  # arguments that are no object ([] too): the request surface refuses them
+    arguments: Mapping[str, Any] = raw if raw is not None else {}
     if not arguments and not any(h.startswith(_PARAM_PREFIX) for h in headers):
         return None
     lookup = endpoint.lowlevel.get_tool_input_schema

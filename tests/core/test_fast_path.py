@@ -240,6 +240,21 @@ def test_mismatched_param_header_goes_to_the_full_path_and_is_refused(point: MCP
     assert point.handle(request).status == 400
 
 
+@pytest.mark.parametrize("arguments", [[], ""], ids=["empty-list", "empty-string"])
+def test_arguments_that_are_no_object_are_refused_as_params_not_as_a_header_mismatch(
+    point: MCPEndpoint, arguments: Any
+) -> None:
+    """The SDK checks ``Mcp-Param-*`` headers only against an arguments object (or none): an
+    empty list is invalid params (-32602), as a non-empty one is, not a header mismatch."""
+    request = modern_call("region", {})
+    message = json.loads(request.body)
+    message["params"]["arguments"] = arguments
+    request.body = json.dumps(message).encode()
+    request.headers["mcp-param-region"] = "eu"
+    answer = point.handle(request)
+    assert answer.status == 400 and body(answer)["error"]["code"] == -32602, body(answer)
+
+
 def test_crash_text_stays_on_the_server(point: MCPEndpoint) -> None:
     result = body(point.handle(modern_call("crashes", {})))["result"]
     assert result["isError"] is True
