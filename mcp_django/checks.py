@@ -28,7 +28,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         )
     server = user.get("SERVER")
     if server is None:
-        for route, reference in _routed_views():
+        for route, reference, _ in _routed_views():
             if reference is None:
                 messages.append(
                     Error(
@@ -147,6 +147,34 @@ def check_permissions(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
     return messages
 
 
+@register("mcp")
+def check_login_required(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """An endpoint whose callers authenticate by ``AUTHENTICATION_CLASSES`` (a token), behind
+    ``LoginRequiredMiddleware``: the middleware sees no session and redirects every such caller
+    to the login page (an HTML 302) before the endpoint can authenticate them."""
+    from mcp_django.conf import mcp_settings
+    from mcp_django.expose import _login_middleware
+
+    if not mcp_settings.AUTHENTICATION_CLASSES:
+        return []  # request.user is the middleware's: the endpoint is guarded like any view
+    try:
+        guarded = _login_middleware(tuple(settings.MIDDLEWARE))
+    except ImportError:
+        return []  # a broken MIDDLEWARE entry is Django's to report
+    if not guarded:
+        return []
+    return [
+        Warning(
+            f"/{route} authenticates its callers with MCP AUTHENTICATION_CLASSES, but LoginRequiredMiddleware "
+            "redirects every caller without a session to the login page before the endpoint sees them.",
+            hint=f'Route it with login_not_required: path("{route}", login_not_required(default_view())).',
+            id="mcp_django.W003",
+        )
+        for route, _, callback in _routed_views()
+        if getattr(callback, "login_required", True)
+    ]
+
+
 def _served_servers() -> list[Any]:
     """``MCP["SERVER"]`` and the servers of every MCP view in the URLconf, each once."""
     from django.core.exceptions import ImproperlyConfigured
@@ -157,7 +185,7 @@ def _served_servers() -> list[Any]:
     candidates: list[Any] = []
     if mcp_settings.user_settings.get("SERVER") is not None:
         candidates.append(None)
-    candidates.extend(reference for _, reference in _routed_views())
+    candidates.extend(reference for _, reference, _ in _routed_views())
     servers: dict[int, Any] = {}
     for candidate in candidates:
         try:
@@ -169,10 +197,10 @@ def _served_servers() -> list[Any]:
     return list(servers.values())
 
 
-def _routed_views() -> list[tuple[str, Any]]:
-    """Each MCP view in the URLconf: its route and how it names its server (``None``: the
-    setting's)."""
-    routed: list[tuple[str, Any]] = []
+def _routed_views() -> list[tuple[str, Any, Any]]:
+    """Each MCP view in the URLconf: its route, how it names its server (``None``: the
+    setting's) and the view as routed (with the decorators the URLconf wraps it in)."""
+    routed: list[tuple[str, Any, Any]] = []
     if not getattr(settings, "ROOT_URLCONF", None):
         return routed
     from django.urls import URLPattern, URLResolver, get_resolver
@@ -185,7 +213,7 @@ def _routed_views() -> list[tuple[str, Any]]:
                 # as_view(server=...), else the class's own (a subclass may set it).
                 declared = getattr(getattr(pattern.callback, "view_class", None), "server", None)
                 server = getattr(pattern.callback, "view_initkwargs", {}).get("server", declared)
-                routed.append((prefix + str(pattern.pattern), server))
+                routed.append((prefix + str(pattern.pattern), server, pattern.callback))
 
     # A broken URLconf is reported by Django's own checks.
     with contextlib.suppress(Exception):

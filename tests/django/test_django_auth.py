@@ -172,3 +172,29 @@ def test_request_auser_is_the_caller_the_classes_named(path: str, alice: User) -
     with override_settings(MCP={**settings.MCP, "AUTHENTICATION_CLASSES": [KeyAuthentication]}):
         assert seen(alice, {}) is None
         assert seen(None, {"Authorization": "Key alice"}) == "alice"
+
+
+def test_a_token_endpoint_behind_login_required_middleware_fails_the_check_and_is_redirected() -> None:
+    """``LoginRequiredMiddleware`` runs before the endpoint authenticates a token: a caller with
+    a good key and no session is sent to the login page (HTML). ``manage.py check`` says so,
+    naming the route, unless the route is ``login_not_required``."""
+    user = User.objects.create_user("keyed")
+    middleware = [*settings.MIDDLEWARE, "django.contrib.auth.middleware.LoginRequiredMiddleware"]
+    keyed = {"Authorization": "Key keyed"}
+    with override_settings(
+        MIDDLEWARE=middleware,
+        ROOT_URLCONF="tests.django.exposed_site",
+        MCP={**settings.MCP, "AUTHENTICATION_CLASSES": [KeyAuthentication]},
+    ):
+        warned = {m.msg.split(" ")[0] for m in run_checks(tags=["mcp"]) if m.id == "mcp_django.W003"}
+        assert warned == {"/mcp-sync", "/mcp-async"}
+        assert initialize("/mcp-sync", keyed).status_code == 302
+        assert principal(initialize("/mcp-open", keyed)) == f"django-user:{user.pk}"
+    with override_settings(MIDDLEWARE=middleware, ROOT_URLCONF="tests.django.exposed_site"):
+        # The endpoint's user is the session's, as for any view: the middleware is right.
+        assert "mcp_django.W003" not in {m.id for m in run_checks(tags=["mcp"])}
+    with override_settings(
+        ROOT_URLCONF="tests.django.exposed_site",
+        MCP={**settings.MCP, "AUTHENTICATION_CLASSES": [KeyAuthentication]},
+    ):
+        assert "mcp_django.W003" not in {m.id for m in run_checks(tags=["mcp"])}
