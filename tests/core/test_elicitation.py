@@ -429,6 +429,19 @@ def test_a_2026_call_observes_its_callers_completed_url_question_and_is_not_sent
     assert ask(point, "hold_table", args, principal="bob")[1]["params"]["url"] == PAY_AT + bobs
 
 
+def test_one_of_a_callers_ids_tells_nothing_of_their_others() -> None:
+    """The digest stands for the caller and the question: one payment link (a screenshot, a
+    shared log, the provider's own records) neither gives the caller's id for another booking
+    nor links their payments to one another."""
+    point = bistro(MemoryStore())
+    refs = [
+        ask(point, "hold_table", {"booking_id": booking}, principal="alice")[1]["params"]["url"].partition("?ref=")[2]
+        for booking in ("7", "8")
+    ]
+    assert [ref.partition(".")[0] for ref in refs] == ["hold-7", "hold-8"]
+    assert refs[0].partition(".")[2] != refs[1].partition(".")[2]
+
+
 @pytest.mark.parametrize("value", [None, 17, b"hold-1"], ids=["None", "int", "bytes"])
 def test_elicitation_ids_that_are_not_text_are_refused_naming_the_argument(value: Any) -> None:
     """``caller_elicitation_id(payload.get("booking"))`` must not make ``"None.<digest>"``, an id
