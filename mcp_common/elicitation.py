@@ -156,8 +156,8 @@ class ElicitUrl(Elicit[UrlConsent]):
 
 def caller_elicitation_id(base: str) -> str:
     """In a tool or a resolver: ``base`` made the calling user's own elicitation id
-    (``"hold-17"`` -> ``"hold-17.<digest>"``, the digest keyed with the application's secret
-    key, the same on every worker).
+    (``"hold-17"`` -> ``"hold-17.<digest>"``, a digest of the caller and ``base`` keyed with
+    the application's secret key, the same on every worker: one id tells no other).
 
     ``complete_elicitation(id)`` (a payment webhook, a task) completes every open question with
     that id, whoever asked it. With an id any caller can ask under (``f"hold-{booking_id}"``),
@@ -174,9 +174,11 @@ def caller_elicitation_id(base: str) -> str:
     if endpoint is None:
         raise RuntimeError("caller_elicitation_id() is for tools and resolvers, while an MCP request is served")
     principal = "" if request.principal is None else "principal:" + request.principal  # type: ignore[union-attr]
-    digest = hmac.new(
-        endpoint.handle_keys[0], b"elicitation-id\0" + principal.encode("utf-8", "surrogatepass"), hashlib.sha256
-    ).digest()
+    # The base too: a digest of the caller alone would end all their ids alike, so that one of
+    # them (a payment link) gives the others and links the caller's payments to one another.
+    # JSON keeps the two apart whatever they hold.
+    signed = json.dumps([principal, base], ensure_ascii=False).encode("utf-8", "surrogatepass")
+    digest = hmac.new(endpoint.handle_keys[0], b"elicitation-id\0" + signed, hashlib.sha256).digest()
     elicitation_id = f"{base}.{base64.urlsafe_b64encode(digest[:12]).decode()}"
     check_elicitation_id(elicitation_id)
     return elicitation_id
