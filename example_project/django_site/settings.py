@@ -34,6 +34,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # As startproject's: the admin's action marks deposits paid, and no other site may frame it.
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 if os.environ.get("MCP_EXAMPLE_WORKER_HEADER") == "1":
     MIDDLEWARE.append("example_project.django_site.middleware.worker_header")
