@@ -33,6 +33,8 @@
 ``MCP_ENGINE_OPTIONS``      Extra :func:`sqlalchemy.create_engine` arguments. Default ``{}``.
 =========================== =============================================================
 
+A duration in seconds is at most ten years; ``Infinity`` is refused.
+
 Request-state keys derive from ``SECRET_KEY`` and ``SECRET_KEY_FALLBACKS``: every worker
 must share them.
 """
@@ -106,10 +108,24 @@ def default_database_uri(app: Flask, uses_flask_sqlalchemy: bool) -> str:
     return f"sqlite:///{os.path.join(app.instance_path, 'mcp.sqlite3')}"
 
 
+MAX_SECONDS = 10 * 365 * 24 * 3600
+"""The longest duration a key takes: ten years. A longer one (``Infinity`` or ``1e12`` from
+``from_prefixed_env``) puts an expiry past the year 9999 (every resolver call fails), a purge
+cut-off before year 1, or a stream held forever."""
+
+
 def _number(config: Mapping[str, Any], key: str, unit: str, *, zero: bool = False) -> float:
     value = config[key]
-    if not isinstance(value, int | float) or isinstance(value, bool) or not (value >= 0 if zero else value > 0):
-        raise ValueError(f"{key} must be a {'non-negative' if zero else 'positive'} number of {unit}, got {value!r}.")
+    if (
+        not isinstance(value, int | float)
+        or isinstance(value, bool)
+        or not (value >= 0 if zero else value > 0)
+        or not value <= MAX_SECONDS
+    ):
+        raise ValueError(
+            f"{key} must be a {'non-negative' if zero else 'positive'} number of {unit} "
+            f"(at most {MAX_SECONDS}, ten years), got {value!r}."
+        )
     return float(value)
 
 

@@ -227,6 +227,14 @@ def test_values_from_config(make_app: Callable[..., Flask]) -> None:
     [
         ("MCP_SESSION_TTL", 0),
         ("MCP_REQUEST_TIMEOUT", -1),
+        # Not durations: each is refused at start-up, not at the first resolver call (a request
+        # state's expiry past year 9999), at `flask mcp purge` or never (a stream held forever).
+        ("MCP_REQUEST_STATE_TTL", float("inf")),
+        ("MCP_REQUEST_STATE_TTL", 1e12),
+        ("MCP_SESSION_TTL", 1e11),
+        ("MCP_STREAM_HOLD_SECONDS", float("inf")),
+        ("MCP_WAIT_DETACH_SECONDS", float("inf")),
+        ("MCP_POLL_INTERVAL", float("inf")),
         ("MCP_STREAM_HOLD_SECONDS", "25"),
         ("MCP_POLL_INTERVAL", True),
         ("MCP_MAX_BODY_SIZE", 1.5),
