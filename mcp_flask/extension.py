@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from flask import Flask, Response, current_app, has_app_context, request
 from mcp_types import INVALID_REQUEST
 from sqlalchemy import Engine
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from werkzeug.exceptions import BadHost, SecurityError
 from werkzeug.utils import ImportStringError, import_string
 
@@ -124,6 +125,20 @@ def resolve_server(server: Any) -> Any:
             raise ValueError(f"MCP server {server!r} could not be imported: {exc.exception}") from exc
     _sdk.lowlevel_server(server)  # raises TypeError naming what it got instead
     return server
+
+
+def engine_from_config(config: Mapping[str, Any]) -> Engine:
+    """The engine of ``MCP_DATABASE_URI`` with ``MCP_ENGINE_OPTIONS``; what SQLAlchemy refuses
+    (an option it does not take or of the wrong type, a database or driver it cannot load) is
+    a ``ValueError`` naming the key, with SQLAlchemy's message."""
+    uri, options = config["MCP_DATABASE_URI"], config["MCP_ENGINE_OPTIONS"]
+    try:
+        return make_engine(uri, options)
+    except (NoSuchModuleError, ImportError) as exc:
+        raise ValueError(f"MCP_DATABASE_URI names a database or driver that cannot be loaded: {exc}") from exc
+    except (ArgumentError, TypeError, ValueError) as exc:
+        key = "MCP_ENGINE_OPTIONS" if options else "MCP_DATABASE_URI"
+        raise ValueError(f"{key} is refused by sqlalchemy.create_engine(): {exc}") from exc
 
 
 def _endpoint_name(url: str) -> str:
@@ -245,7 +260,7 @@ class MCP:
             # A nested elicitation model fails here, at start-up, not in front of a user mid-call.
             assert_server_schemas(served, label=f"MCP server at {url!r}")
             assert_enforced(served, label=f"MCP server at {url!r}")
-        engine = make_engine(app.config["MCP_DATABASE_URI"], app.config["MCP_ENGINE_OPTIONS"])
+        engine = engine_from_config(app.config)
         store = SQLAlchemyStore(engine)
         state = MCPState(extension=self, config=config, engine=engine, store=store)
 

@@ -256,6 +256,24 @@ def test_bad_values_name_the_option(make_app: Callable[..., Flask], key: str, va
     assert "mcp" not in app.extensions
 
 
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("MCP_ENGINE_OPTIONS", {"pool_size": "5"}),
+        ("MCP_ENGINE_OPTIONS", {"pool_sise": 5}),
+        ("MCP_DATABASE_URI", "postgresql+nodriver://db.example/shop"),
+        ("MCP_DATABASE_URI", "nosuchdatabase://db.example/shop"),
+    ],
+)
+def test_options_create_engine_refuses_name_the_key(make_app: Callable[..., Flask], key: str, value: Any) -> None:
+    """SQLAlchemy's own errors (a TypeError with no key in it, "Can't load plugin") name the key
+    that caused them, as every other bad value does, even when it came from the environment."""
+    app = make_app(**{"MCP_DATABASE_URI": "postgresql://db.example/shop", key: value})
+    with pytest.raises(ValueError, match=key):
+        MCP(app, server=server)
+    assert "mcp" not in app.extensions
+
+
 def test_secret_key_is_required(make_app: Callable[..., Flask]) -> None:
     app = make_app(SECRET_KEY=None)
     with pytest.raises(ValueError, match="SECRET_KEY is not set"):
