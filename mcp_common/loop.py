@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextvars
 import logging
 import os
 import threading
@@ -39,7 +40,11 @@ class LoopRunner:
 
     def __init__(self) -> None:
         self._streams: weakref.WeakSet[_SyncStream] = weakref.WeakSet()
-        self._loop = asyncio.new_event_loop()
+        # In an empty context: the loop's own handles (its self-pipe reader) keep the context
+        # they were made in for the loop's life, and the first request of a process creates the
+        # loop inside its framework's contexts (Flask's app and request contexts), which would
+        # keep that app and request alive as long as the process.
+        self._loop = contextvars.Context().run(asyncio.new_event_loop)
         self._ready = threading.Event()
         self._stop: asyncio.Event | None = None
         self._thread = threading.Thread(target=self._main, name="mcp-event-loop", daemon=True)

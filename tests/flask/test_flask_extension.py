@@ -976,3 +976,58 @@ def test_close_ends_the_database_threads_of_each_apps_endpoints(make_app: Callab
     assert alive(threads)
     get_state(app).close()
     assert alive(threads) == [] and database_threads(app) == []
+
+
+FIRST_APP_IS_COLLECTED = """
+import asyncio, gc, sys, time, weakref
+from flask import Flask
+from mcp.server import MCPServer
+from mcp_common.loop import LoopRunner
+from mcp_flask import MCP, get_state
+
+server = MCPServer("gc")
+mcp = MCP(server=server)
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+        "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+
+def create_app():
+    app = Flask("gc_app", instance_path=sys.argv[1])
+    app.config.update(SECRET_KEY="k" * 40, MCP_DATABASE_URI="sqlite://")
+    mcp.init_app(app)
+    MCP.migrate(app)
+    return app
+
+apps = []
+for _ in range(2):
+    app = create_app()
+    response = app.test_client().post("/mcp", json=INIT, headers={"Accept": "application/json, text/event-stream"})
+    assert response.status_code == 200, response.data
+    get_state(app).close()
+    apps.append(weakref.ref(app))
+    del app, response
+time.sleep(1.5)  # the endpoints' idle-connection check, due a second after their last query
+# asyncio's idle loop keeps the last cancelled timer it dropped (the heartbeat's, in the
+# lifespan's app context) in a local until it next wakes: wake it.
+for _ in range(2):
+    LoopRunner.shared().run(asyncio.sleep(0))
+gc.collect()
+print([ref() is None for ref in apps])
+"""
+
+
+def test_an_app_closed_by_its_tests_teardown_is_garbage_collected(tmp_path: Path) -> None:
+    """The README's test fixture builds an app per test and closes it in teardown. The process's
+    event loop was created by the first MCP request, in its context: the loop kept that request's
+    Flask contexts, and with them the first app, its engine and its request, for the process's
+    life. In a process of its own, so that this request is the first."""
+    root = str(Path(mcp_flask.__file__).resolve().parents[1])
+    done = subprocess.run(
+        [sys.executable, "-c", FIRST_APP_IS_COLLECTED, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": root},
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[True, True]", done.stderr[-2000:]
