@@ -21,7 +21,13 @@ def migrate_command(revision: str) -> None:
     state = get_state()
     url = state.engine.url.render_as_string(hide_password=True)
     before = current_revision(state.engine)
-    migrate(state.engine, revision)
+    # Imported here, as in migrate(): loading Alembic logs its plugins at INFO.
+    from alembic.util import CommandError
+
+    try:
+        migrate(state.engine, revision)
+    except CommandError as exc:  # an unknown --revision: the user's mistake, said in one line
+        raise click.BadParameter(str(exc), param_hint="'--revision'") from exc
     after = current_revision(state.engine)
     if before == after:
         click.echo(f"The MCP tables in {url} are already at revision {after}: nothing to do.")

@@ -804,6 +804,17 @@ def test_cli_migrate_and_purge(make_app: Callable[..., Flask]) -> None:
     assert [r.status for r in store.elicitations_for_state("0" * 32)] == ["expired"]
 
 
+def test_cli_migrate_to_an_unknown_revision_is_a_usage_error(make_app: Callable[..., Flask]) -> None:
+    """A mistyped ``--revision`` is the user's mistake: click's one-line error and exit status
+    2, not Alembic's traceback."""
+    app = make_app()
+    MCP(app, server=server)
+    result = app.test_cli_runner().invoke(args=["mcp", "migrate", "--revision", "mcp_0099"])
+    assert result.exit_code == 2, result.output
+    assert "Can't locate revision identified by 'mcp_0099'" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
 def test_migrate_takes_an_app_or_an_engine(make_app: Callable[..., Flask]) -> None:
     import sqlalchemy as sa
 
