@@ -10,6 +10,20 @@ from django.core.checks import CheckMessage, Error, Warning, register
 
 from mcp_common import _sdk
 
+MAX_SECONDS = 10 * 365 * 24 * 3600
+"""The longest duration a setting takes: ten years (``float("inf")`` or ``1e12`` is refused)."""
+
+DURATIONS = (
+    "SESSION_TTL",
+    "REQUEST_TIMEOUT",
+    "STREAM_HOLD_SECONDS",
+    "POLL_INTERVAL",
+    "REQUEST_STATE_TTL",
+    "HEARTBEAT_INTERVAL",
+    "BLOCKING_HOLD_SECONDS",
+)
+"""The settings given in seconds (``WAIT_DETACH_SECONDS`` too, which may be 0)."""
+
 
 @register("mcp")
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
@@ -53,28 +67,29 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                     id="mcp_django.E002",
                 )
             )
-    numbers = (
-        "MAX_BODY_SIZE",
-        "SESSION_TTL",
-        "REQUEST_TIMEOUT",
-        "STREAM_HOLD_SECONDS",
-        "POLL_INTERVAL",
-        "REQUEST_STATE_TTL",
-        "HEARTBEAT_INTERVAL",
-        "WAIT_RETRY_MS",
-        "BLOCKING_HOLD_SECONDS",
-    )
-    for key in numbers:
+    for key in ("MAX_BODY_SIZE", "WAIT_RETRY_MS", *DURATIONS):
         value = user.get(key, DEFAULTS[key])
-        if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+        if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:  # NaN too
             messages.append(Error(f'MCP["{key}"] must be a positive number, got {value!r}.', id="mcp_django.E003"))
+        elif key in DURATIONS and not value <= MAX_SECONDS:
+            messages.append(
+                Error(
+                    f'MCP["{key}"] must be at most {MAX_SECONDS} seconds (ten years), got {value!r}.',
+                    hint="A longer one puts an expiry past the year 9999 (every resolver call fails), "
+                    "a purge cut-off before year 1, or holds a stream for ever.",
+                    id="mcp_django.E003",
+                )
+            )
     value = user.get("DB_THREADS", DEFAULTS["DB_THREADS"])
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         messages.append(Error(f'MCP["DB_THREADS"] must be a positive integer, got {value!r}.', id="mcp_django.E003"))
     value = user.get("WAIT_DETACH_SECONDS", DEFAULTS["WAIT_DETACH_SECONDS"])
-    if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= MAX_SECONDS:
         messages.append(
-            Error(f'MCP["WAIT_DETACH_SECONDS"] must be a number >= 0, got {value!r}.', id="mcp_django.E003")
+            Error(
+                f'MCP["WAIT_DETACH_SECONDS"] must be a number of seconds from 0 to {MAX_SECONDS}, got {value!r}.',
+                id="mcp_django.E003",
+            )
         )
     authentication = user.get("AUTHENTICATION_CLASSES") or ()
     if isinstance(authentication, str):

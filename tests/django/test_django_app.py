@@ -52,6 +52,22 @@ def test_system_checks() -> None:
         assert "mcp_django.E002" in check_ids()
     with override_settings(MCP={"POLL_INTERVAL": 0}):
         assert "mcp_django.E003" in check_ids()
+    # Durations past ten years: an expiry past the year 9999 fails every resolver call, a purge
+    # cut-off before year 1 fails the purge, an infinite hold or poll never ends.
+    for key, value in (
+        ("REQUEST_STATE_TTL", float("inf")),
+        ("REQUEST_STATE_TTL", 1e12),
+        ("SESSION_TTL", 1e11),
+        ("STREAM_HOLD_SECONDS", float("inf")),
+        ("POLL_INTERVAL", float("nan")),
+        ("WAIT_DETACH_SECONDS", float("inf")),
+        ("WAIT_DETACH_SECONDS", float("nan")),
+    ):
+        with override_settings(MCP={**settings.MCP, key: value}):
+            errors = [m.msg for m in run_checks(tags=["mcp"]) if m.id == "mcp_django.E003"]
+            assert len(errors) == 1 and f'MCP["{key}"]' in errors[0], (key, value, errors)
+    with override_settings(MCP={**settings.MCP, "SESSION_TTL": 3 * 365 * 24 * 3600}):
+        assert check_ids() == set()
     for threads in (0, 2.5, True):
         with override_settings(MCP={"DB_THREADS": threads}):
             assert "mcp_django.E003" in check_ids()
