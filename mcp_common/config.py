@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -109,3 +110,24 @@ def derive_key(secret: str, purpose: str) -> bytes:
 def secret_chain(secret: str | None, fallbacks: Sequence[str] = ()) -> tuple[str, ...]:
     """The secret followed by its fallbacks, empties dropped."""
     return tuple(s for s in (secret, *fallbacks) if s)
+
+
+def shared_names(routed: Sequence[tuple[str, Any]]) -> list[str]:
+    """What is wrong with serving these ``(url, server)`` pairs: different servers under one
+    name. Sessions, questions and request states are kept by server name, so each of two
+    such servers would take the other's (a session, a handle redeemed by the other's tool of
+    the same name). One server at several URLs is fine."""
+    from mcp_common import _sdk
+
+    seen: dict[str, tuple[str, Any]] = {}
+    problems: list[str] = []
+    for url, server in routed:
+        name = _sdk.lowlevel_server(server).name
+        first = seen.setdefault(name, (url, server))
+        if first[1] is not server:
+            problems.append(
+                f"The MCP servers at {first[0]} and {url} are different servers with the same name {name!r}: "
+                "sessions, questions and request states are kept by server name, so each would take the "
+                'other\'s. Give each its own name: MCPServer("...").'
+            )
+    return problems

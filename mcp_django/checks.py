@@ -163,6 +163,25 @@ def check_permissions(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
 
 
 @register("mcp")
+def check_server_names(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Different servers routed under one name (two unnamed ``MCPServer()`` are both "mcp-server")."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from mcp_common.config import shared_names
+    from mcp_django.registry import resolve_server
+
+    routed: list[tuple[str, Any]] = []
+    for route, reference, _ in _routed_views():
+        try:
+            server = resolve_server(reference)
+            _sdk.lowlevel_server(server)
+        except (ImproperlyConfigured, TypeError):
+            continue  # E002
+        routed.append((f"/{route}", server))
+    return [Error(problem, id="mcp_django.E007") for problem in shared_names(routed)]
+
+
+@register("mcp")
 def check_login_required(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """An endpoint whose callers authenticate by ``AUTHENTICATION_CLASSES`` (a token), behind
     ``LoginRequiredMiddleware``: the middleware sees no session and redirects every such caller

@@ -16,7 +16,7 @@ from werkzeug.exceptions import BadHost, SecurityError
 from werkzeug.utils import ImportStringError, import_string
 
 from mcp_common import _sdk
-from mcp_common.config import MCPConfig
+from mcp_common.config import MCPConfig, shared_names
 from mcp_common.jsonrpc import dumps, error_body
 from mcp_common.permissions import assert_enforced
 from mcp_common.schemas import assert_server_schemas
@@ -256,6 +256,9 @@ class MCP:
         apply_defaults(app, uses_flask_sqlalchemy=uses_flask_sqlalchemy)
         config = build_config(app)
         servers = {url: resolve_server(entry.server) for url, entry in self._servers.items()}
+        clashes = shared_names(list(servers.items()))
+        if clashes:
+            raise ValueError(clashes[0])
         for url, served in servers.items():
             # A nested elicitation model fails here, at start-up, not in front of a user mid-call.
             assert_server_schemas(served, label=f"MCP server at {url!r}")

@@ -444,3 +444,13 @@ def test_an_endpoint_a_settings_change_drops_is_closed_with_its_threads() -> Non
     assert all(endpoint._lifespan_task is None for endpoint in dropped)
     response = Client().post("/mcp", json.dumps(LEGACY_INIT), content_type="application/json", **HEADERS)
     assert response.status_code == 200, response.content
+
+
+def test_different_servers_under_one_name_fail_the_system_check() -> None:
+    """Two unnamed ``MCPServer()`` are both "mcp-server": sessions, questions and request states
+    are kept by server name, so each would take the other's. One server at two URLs is fine."""
+    with override_settings(MCP={}, ROOT_URLCONF="tests.django.clashing_site"):
+        errors = [m.msg for m in run_checks(tags=["mcp"]) if m.id == "mcp_django.E007"]
+    assert len(errors) == 1, errors
+    assert "/first and /second are different servers with the same name 'mcp-server'" in errors[0]
+    assert "mcp_django.E007" not in check_ids()

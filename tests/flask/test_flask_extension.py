@@ -1042,3 +1042,17 @@ def test_an_app_closed_by_its_tests_teardown_is_garbage_collected(tmp_path: Path
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[True, True]", done.stderr[-2000:]
+
+
+def test_different_servers_under_one_name_are_refused_at_start_up(make_app: Callable[..., Flask]) -> None:
+    """Two unnamed ``MCPServer()`` are both "mcp-server": sessions, questions and request states
+    are kept by server name, so each would take the other's. One server at two URLs is fine."""
+    app = make_app()
+    with pytest.raises(ValueError, match=r"/a and /b are different servers with the same name 'mcp-server'"):
+        MCP(app, servers={"/a": MCPServer(), "/b": MCPServer()})
+    assert "mcp" not in app.extensions
+    shared = MCPServer("Shared")
+    app = make_app()
+    MCP(app, servers={"/a": shared, "/b": shared})
+    assert set(app.extensions["mcp"].endpoints) == {"/a", "/b"}
+    get_state(app).close()
