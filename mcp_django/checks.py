@@ -165,20 +165,13 @@ def check_permissions(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
 @register("mcp")
 def check_server_names(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Different servers routed under one name (two unnamed ``MCPServer()`` are both "mcp-server")."""
-    from django.core.exceptions import ImproperlyConfigured
-
     from mcp_common.config import shared_names
-    from mcp_django.registry import resolve_server
 
-    routed: list[tuple[str, Any]] = []
-    for route, reference, _ in _routed_views():
-        try:
-            server = resolve_server(reference)
-            _sdk.lowlevel_server(server)
-        except (ImproperlyConfigured, TypeError):
-            continue  # E002
-        routed.append((f"/{route}", server))
-    return [Error(problem, id="mcp_django.E007") for problem in shared_names(routed)]
+    routed = [(f"/{route}", _usable(reference)) for route, reference, _ in _routed_views()]
+    return [
+        Error(problem, id="mcp_django.E007")
+        for problem in shared_names([(route, server) for route, server in routed if server is not None])
+    ]
 
 
 @register("mcp")
@@ -211,10 +204,7 @@ def check_login_required(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
 
 def _served_servers() -> list[Any]:
     """``MCP["SERVER"]`` and the servers of every MCP view in the URLconf, each once."""
-    from django.core.exceptions import ImproperlyConfigured
-
     from mcp_django.conf import mcp_settings
-    from mcp_django.registry import resolve_server
 
     candidates: list[Any] = []
     if mcp_settings.user_settings.get("SERVER") is not None:
@@ -222,13 +212,25 @@ def _served_servers() -> list[Any]:
     candidates.extend(reference for _, reference, _ in _routed_views())
     servers: dict[int, Any] = {}
     for candidate in candidates:
-        try:
-            server = resolve_server(candidate)
-            _sdk.lowlevel_server(server)
-        except (ImproperlyConfigured, TypeError):
-            continue
-        servers.setdefault(id(server), server)
+        server = _usable(candidate)
+        if server is not None:
+            servers.setdefault(id(server), server)
     return list(servers.values())
+
+
+def _usable(reference: Any) -> Any:
+    """The server ``reference`` names (``None``: the setting's), or ``None`` if it names no
+    usable server (``E002`` reports that)."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from mcp_django.registry import resolve_server
+
+    try:
+        server = resolve_server(reference)
+        _sdk.lowlevel_server(server)
+    except (ImproperlyConfigured, TypeError):
+        return None
+    return server
 
 
 def _routed_views() -> list[tuple[str, Any, Any]]:
