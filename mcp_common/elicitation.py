@@ -35,7 +35,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any, ClassVar
 
@@ -173,15 +173,30 @@ def caller_elicitation_id(base: str) -> str:
     endpoint = request.endpoint if request is not None else None
     if endpoint is None:
         raise RuntimeError("caller_elicitation_id() is for tools and resolvers, while an MCP request is served")
-    principal = "" if request.principal is None else "principal:" + request.principal  # type: ignore[union-attr]
+    elicitation_id = _caller_id(endpoint.handle_keys[0], request.principal, base)  # type: ignore[union-attr]
+    check_elicitation_id(elicitation_id)
+    return elicitation_id
+
+
+def _caller_id(key: bytes, principal: str | None, base: str) -> str:
+    """``base`` made ``principal``'s own id under one secret key."""
+    caller = "" if principal is None else "principal:" + principal
     # The base too: a digest of the caller alone would end all their ids alike, so that one of
     # them (a payment link) gives the others and links the caller's payments to one another.
     # JSON keeps the two apart whatever they hold.
-    signed = json.dumps([principal, base], ensure_ascii=False).encode("utf-8", "surrogatepass")
-    digest = hmac.new(endpoint.handle_keys[0], b"elicitation-id\0" + signed, hashlib.sha256).digest()
-    elicitation_id = f"{base}.{base64.urlsafe_b64encode(digest[:12]).decode()}"
-    check_elicitation_id(elicitation_id)
-    return elicitation_id
+    signed = json.dumps([caller, base], ensure_ascii=False).encode("utf-8", "surrogatepass")
+    digest = hmac.new(key, b"elicitation-id\0" + signed, hashlib.sha256).digest()
+    return f"{base}.{base64.urlsafe_b64encode(digest[:12]).decode()}"
+
+
+def _same_question_ids(keys: Sequence[bytes], principal: str | None, elicitation_id: str) -> list[str]:
+    """``elicitation_id`` and, when it is the caller's own id (``caller_elicitation_id``) under
+    the current key, the ids the same question had under the fallback keys: a payment link made
+    before ``SECRET_KEY`` was rotated carries one of those."""
+    base, dot, _ = elicitation_id.rpartition(".")
+    if not dot or len(keys) < 2 or not hmac.compare_digest(_caller_id(keys[0], principal, base), elicitation_id):
+        return [elicitation_id]
+    return [elicitation_id, *(_caller_id(key, principal, base) for key in keys[1:])]
 
 
 async def elicitation_completed(elicitation_id: str) -> bool:
@@ -198,7 +213,9 @@ async def elicitation_completed(elicitation_id: str) -> bool:
             return question
 
     Only questions the calling principal asked count (the anonymous callers share one), so one
-    user's payment never answers another's question.
+    user's payment never answers another's question. For an id from ``caller_elicitation_id``,
+    the ids it had under the fallback secret keys count too: a link paid before the key was
+    rotated is still seen.
     """
     from mcp_common.endpoint import current_request
 
@@ -207,8 +224,12 @@ async def elicitation_completed(elicitation_id: str) -> bool:
     endpoint = request.endpoint if request is not None else None
     if endpoint is None:
         raise RuntimeError("elicitation_completed() is for tools and resolvers, while an MCP request is served")
-    rows = await endpoint.db(endpoint.store.find_elicitations, storable_text(elicitation_id), endpoint.name)
-    return any(row.status == "completed" and row.principal == request.principal for row in rows)  # type: ignore[union-attr]
+    principal = request.principal  # type: ignore[union-attr]
+    for candidate in _same_question_ids(endpoint.handle_keys, principal, elicitation_id):
+        rows = await endpoint.db(endpoint.store.find_elicitations, storable_text(candidate), endpoint.name)
+        if any(row.status == "completed" and row.principal == principal for row in rows):
+            return True
+    return False
 
 
 def is_url_question(marker: Any) -> bool:

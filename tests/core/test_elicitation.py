@@ -442,6 +442,31 @@ def test_one_of_a_callers_ids_tells_nothing_of_their_others() -> None:
     assert refs[0].partition(".")[2] != refs[1].partition(".")[2]
 
 
+def test_a_payment_made_before_the_secret_key_was_rotated_still_counts() -> None:
+    """Rotating ``SECRET_KEY`` (the old one kept in ``SECRET_KEY_FALLBACKS``, as Django and
+    Flask advise) changes the id ``caller_elicitation_id`` makes. A deposit paid through a link
+    made under the old key must still be seen: else the user is sent to pay a second time."""
+    store = MemoryStore()
+    before = bistro(store)
+    args = {"booking_id": "7"}
+    alices = paid_ref(ask(before, "hold_table", args, principal="alice")[1]["params"]["url"])
+    bobs = paid_ref(ask(before, "hold_table", args, principal="bob")[1]["params"]["url"])
+    after = MCPEndpoint(bistro_server, MCPConfig(secret_keys=("a-new-secret-" * 4, SECRET), poll_interval=0.02), store)
+    # Under the new key the same question has a new id; until something is paid, it is asked.
+    fresh = paid_ref(ask(after, "hold_table", args, principal="alice")[1]["params"]["url"])
+    assert fresh != alices
+    complete_in_store(store, alices)  # the provider reports the payment made through the old link
+    status, body = call(after, "hold_table", args, "alice", FORM_AND_URL)
+    assert status == 200 and body["result"]["content"][0]["text"] == PAID
+    # Still the caller's own: Alice's old payment answers no one else, and Bob's old id, unpaid,
+    # answers nothing.
+    assert ask(after, "hold_table", args, principal="bob")[1]["params"]["url"] != PAY_AT + alices
+    assert "bob" not in {row.principal for row in store.find_elicitations(bobs) if row.status == "completed"}
+    # Once the old key is dropped from the fallbacks, the old id is no longer the caller's.
+    dropped = MCPEndpoint(bistro_server, MCPConfig(secret_keys=("a-new-secret-" * 4,), poll_interval=0.02), store)
+    assert ask(dropped, "hold_table", args, principal="alice")[1]["params"]["url"] == PAY_AT + fresh
+
+
 @pytest.mark.parametrize("value", [None, 17, b"hold-1"], ids=["None", "int", "bytes"])
 def test_elicitation_ids_that_are_not_text_are_refused_naming_the_argument(value: Any) -> None:
     """``caller_elicitation_id(payload.get("booking"))`` must not make ``"None.<digest>"``, an id
