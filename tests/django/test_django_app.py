@@ -454,3 +454,20 @@ def test_different_servers_under_one_name_fail_the_system_check() -> None:
     assert len(errors) == 1, errors
     assert "/first and /second are different servers with the same name 'mcp-server'" in errors[0]
     assert "mcp_django.E007" not in check_ids()
+
+
+@pytest.mark.django_db
+def test_the_models_have_every_migration_they_need() -> None:
+    """A model change shipped without its migration breaks every install at ``migrate`` (or
+    worse, at the first query): ``makemigrations --check`` must find nothing to write, on each
+    Django version the suite runs."""
+    import io
+
+    from django.core.management import call_command
+
+    out = io.StringIO()
+    try:
+        call_command("makemigrations", "mcp_django", check=True, dry_run=True, stdout=out, stderr=out)
+    except SystemExit:
+        pytest.fail(f"mcp_django's models differ from its migrations:\n{out.getvalue()}")
+    assert "No changes detected" in out.getvalue()
