@@ -30,7 +30,9 @@
 ``MCP_DATABASE_URI``        Where sessions, events and pending requests live. Default: the
                             app's ``SQLALCHEMY_DATABASE_URI`` when Flask-SQLAlchemy is set up,
                             else ``sqlite:///<instance_path>/mcp.sqlite3``.
-``MCP_ENGINE_OPTIONS``      Extra :func:`sqlalchemy.create_engine` arguments. Default ``{}``.
+``MCP_ENGINE_OPTIONS``      Extra :func:`sqlalchemy.create_engine` arguments. Default: a copy of
+                            ``SQLALCHEMY_ENGINE_OPTIONS`` when ``MCP_DATABASE_URI`` defaults to
+                            Flask-SQLAlchemy's database, else ``{}``.
 =========================== =============================================================
 
 A duration in seconds is at most ten years; ``Infinity`` is refused.
@@ -80,6 +82,19 @@ DEFAULTS: dict[str, Any] = {
 
 def apply_defaults(app: Flask, *, uses_flask_sqlalchemy: bool) -> None:
     """``setdefault`` every key, so ``app.config`` shows the values in force."""
+    # The app's own database is reached as the app reaches it (a password, TLS settings or a
+    # search path in ``connect_args``), unless MCP's URI or options are given.
+    borrow_options = (
+        app.config.get("MCP_DATABASE_URI") is None
+        and "MCP_ENGINE_OPTIONS" not in app.config
+        and uses_flask_sqlalchemy
+        and bool(app.config.get("SQLALCHEMY_DATABASE_URI"))
+    )
+    if borrow_options:
+        options = app.config.get("SQLALCHEMY_ENGINE_OPTIONS") or {}
+        if not isinstance(options, Mapping):
+            raise ValueError(f"SQLALCHEMY_ENGINE_OPTIONS must be a dict, got {options!r}.")
+        app.config["MCP_ENGINE_OPTIONS"] = dict(options)
     for key, value in DEFAULTS.items():
         # Copies: a default mutated through one app's config must not leak into another's.
         if isinstance(value, tuple):

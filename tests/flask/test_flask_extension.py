@@ -302,6 +302,45 @@ def test_default_database_is_flask_sqlalchemys(tmp_path: Path) -> None:
         assert get_state(app).engine is not db.engine
 
 
+@pytest.mark.postgres
+def test_the_default_database_is_reached_with_flask_sqlalchemys_engine_options(tmp_path: Path) -> None:
+    """A database reached with ``SQLALCHEMY_ENGINE_OPTIONS`` (its password, TLS settings or
+    search path in ``connect_args``) is reached the same way by the MCP tables that default to
+    it: without them the MCP engine could not log in, or wrote to another schema."""
+    from flask_sqlalchemy import SQLAlchemy
+    from sqlalchemy import text
+
+    def app_with(**config: Any) -> Flask:
+        app = Flask("with_db", instance_path=str(tmp_path / "instance"))
+        app.config.update(
+            SECRET_KEY="x" * 40,
+            SQLALCHEMY_DATABASE_URI="postgresql+psycopg://postgres@127.0.0.1:5432/test",
+            SQLALCHEMY_ENGINE_OPTIONS={"connect_args": {"application_name": "shop-web"}, "pool_size": 3},
+            **config,
+        )
+        MCP(app, server=server, db=SQLAlchemy(app))
+        return app
+
+    def application_name(app: Flask) -> str:
+        with get_state(app).engine.connect() as connection:
+            return str(connection.execute(text("SHOW application_name")).scalar())
+
+    app = app_with()
+    assert application_name(app) == "shop-web"
+    assert get_state(app).engine.pool.size() == 3
+    # Borrowed as a copy: changing one app's options changes nothing else.
+    assert app.config["MCP_ENGINE_OPTIONS"] == app.config["SQLALCHEMY_ENGINE_OPTIONS"]
+    assert app.config["MCP_ENGINE_OPTIONS"] is not app.config["SQLALCHEMY_ENGINE_OPTIONS"]
+    get_state(app).close()
+    # Options of its own (even none) win; so does a database of its own.
+    app = app_with(MCP_ENGINE_OPTIONS={})
+    assert application_name(app) != "shop-web"
+    get_state(app).close()
+    app = app_with(MCP_DATABASE_URI="postgresql://postgres@127.0.0.1:5432/test")
+    assert app.config["MCP_ENGINE_OPTIONS"] == {}
+    get_state(app).close()
+
+
 def test_completing_between_a_flush_and_the_commit_on_a_shared_sqlite_file_says_commit_first(
     tmp_path: Path,
 ) -> None:
