@@ -13,10 +13,15 @@ mcp_cli = AppGroup("mcp", help="MCP for Flask: database tables and housekeeping.
 
 
 @mcp_cli.command("migrate")
-@click.option("--revision", default="head", show_default=True, help="Alembic revision to upgrade to.")
+@click.option(
+    "--revision",
+    default="head",
+    show_default=True,
+    help="Alembic revision to bring the MCP tables to: an earlier one downgrades, 'base' drops them.",
+)
 def migrate_command(revision: str) -> None:
-    """Create or upgrade the MCP tables in MCP_DATABASE_URI."""
-    from mcp_flask.migrations import current_revision, migrate
+    """Create, upgrade or downgrade the MCP tables in MCP_DATABASE_URI."""
+    from mcp_flask.migrations import current_revision, is_older, migrate
 
     state = get_state()
     url = state.engine.url.render_as_string(hide_password=True)
@@ -30,9 +35,16 @@ def migrate_command(revision: str) -> None:
         raise click.BadParameter(str(exc), param_hint="'--revision'") from exc
     after = current_revision(state.engine)
     if before == after:
-        click.echo(f"The MCP tables in {url} are already at revision {after}: nothing to do.")
+        if after is None:
+            click.echo(f"There are no MCP tables in {url}: nothing to do.")
+        else:
+            click.echo(f"The MCP tables in {url} are already at revision {after}: nothing to do.")
+    elif after is None:
+        click.echo(f"Dropped the MCP tables from {url} (they were at revision {before}).")
     elif before is None:
         click.echo(f"Created the MCP tables (revision {after}) in {url}.")
+    elif is_older(after, before):
+        click.echo(f"Downgraded the MCP tables in {url} from revision {before} to {after}.")
     else:
         click.echo(f"Upgraded the MCP tables in {url} from revision {before} to {after}.")
 

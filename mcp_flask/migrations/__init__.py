@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
 
 if TYPE_CHECKING:
     from flask import Flask
@@ -43,7 +43,10 @@ def _quiet_alembic() -> Iterator[None]:
 
 
 def migrate(target: Engine | Flask | None = None, revision: str = "head") -> None:
-    """Create or upgrade the extension's tables (idempotent).
+    """Bring the extension's tables to ``revision`` (idempotent): create or upgrade them, or,
+    for a revision older than the database's, downgrade them, as Django's ``migrate mcp_django
+    <migration>`` does. ``"base"`` drops every MCP table (to remove the extension); the
+    application's own tables are never touched.
 
     ``target`` is an engine, or an application set up with ``MCP`` (its ``MCP_DATABASE_URI``);
     default: the current application. Safe to call at every start-up; on PostgreSQL several
@@ -67,15 +70,44 @@ def migrate(target: Engine | Flask | None = None, revision: str = "head") -> Non
             connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY})
         # The documented way to run Alembic on a connection the caller owns.
         config.attributes["connection"] = connection
-        command.upgrade(config, revision)
+        current = _current(connection)
+        if current is not None and is_older(revision, current):
+            command.downgrade(config, revision)
+            if revision == "base":
+                # Nothing of the extension is left, not even where its history was kept.
+                from mcp_flask.models import VERSION_TABLE
+
+                connection.execute(text(f"DROP TABLE {connection.dialect.identifier_preparer.quote(VERSION_TABLE)}"))
+        else:
+            command.upgrade(config, revision)
+
+
+def is_older(revision: str, current: str) -> bool:
+    """Whether ``revision`` (``"base"`` included) comes before ``current`` in the history; an
+    unknown revision raises Alembic's ``CommandError``, as ``upgrade`` would."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", SCRIPT_LOCATION)
+    script = ScriptDirectory.from_config(config)
+    if revision == "base":
+        return True
+    target = script.get_revision(revision)
+    if target is None or target.revision == current:
+        return False
+    return any(step.revision == target.revision for step in script.iterate_revisions(current, "base"))
+
+
+def _current(connection: Connection) -> str | None:
+    from alembic.migration import MigrationContext
+
+    from mcp_flask.models import VERSION_TABLE
+
+    return MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE}).get_current_revision()
 
 
 def current_revision(engine: Engine) -> str | None:
     """The revision the database is at (``None`` before the first migration)."""
-    from mcp_flask.models import VERSION_TABLE
-
     with _quiet_alembic(), engine.connect() as connection:
-        from alembic.migration import MigrationContext
-
-        context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
-        return context.get_current_revision()
+        return _current(connection)

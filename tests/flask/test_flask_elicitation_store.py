@@ -1192,6 +1192,33 @@ def test_migrate_from_the_previous_revision_keeps_the_data(fresh_url: str) -> No
 
 
 @pytest.mark.parametrize("fresh_url", BACKENDS, indirect=True)
+def test_migrate_to_an_earlier_revision_downgrades_and_base_drops_the_tables(fresh_url: str) -> None:
+    """As Django's ``migrate mcp_django <migration>`` and ``zero``: an earlier revision takes
+    the tables back to it, keeping the rows it still has a table for, and ``base`` drops every
+    MCP table (removing the extension), leaving the application's own tables alone."""
+    engine = make_engine(fresh_url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(sa.text("CREATE TABLE shop_order (id INTEGER PRIMARY KEY)"))
+        migrate(engine)
+        store = SQLAlchemyStore(engine)
+        store.create_session(_session(last_seen=time.time()))
+        migrate(engine, PREVIOUS)
+        assert current_revision(engine) == PREVIOUS
+        assert not set(NEW_TABLES) & set(sa.inspect(engine).get_table_names())
+        assert store.get_session("s1") is not None
+        migrate(engine, "base")
+        assert current_revision(engine) is None
+        assert set(sa.inspect(engine).get_table_names()) == {"shop_order"}
+        with engine.begin() as connection:
+            connection.execute(sa.text("DROP TABLE shop_order"))
+        migrate(engine)  # and installed again
+        _check_head(engine)
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("fresh_url", BACKENDS, indirect=True)
 def test_cli_migrate_upgrades_an_existing_database(fresh_url: str, tmp_path: Path) -> None:
     app = Flask("mcp_flask_elicitation_tests", instance_path=str(tmp_path / "instance"))
     app.config.update(SECRET_KEY="flask-adapter-tests-secret-key-0123456789abcdef", MCP_DATABASE_URI=fresh_url)

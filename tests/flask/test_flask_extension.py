@@ -854,6 +854,25 @@ def test_cli_migrate_to_an_unknown_revision_is_a_usage_error(make_app: Callable[
     assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
+def test_cli_migrate_to_an_earlier_revision_says_it_downgraded_and_base_that_it_dropped(
+    make_app: Callable[..., Flask],
+) -> None:
+    app = make_app()
+    MCP(app, server=server)
+    runner = app.test_cli_runner()
+    assert runner.invoke(args=["mcp", "migrate"]).exit_code == 0
+    result = runner.invoke(args=["mcp", "migrate", "--revision", "mcp_0003"])
+    assert result.exit_code == 0, result.output
+    assert "Downgraded the MCP tables in sqlite:///" in result.output
+    assert result.output.rstrip().endswith("from revision mcp_0005 to mcp_0003."), result.output
+    result = runner.invoke(args=["mcp", "migrate", "--revision", "base"])
+    assert result.exit_code == 0, result.output
+    assert "Dropped the MCP tables from sqlite:///" in result.output
+    assert result.output.rstrip().endswith("(they were at revision mcp_0003)."), result.output
+    result = runner.invoke(args=["mcp", "migrate", "--revision", "base"])
+    assert "There are no MCP tables in sqlite:///" in result.output, result.output
+
+
 def test_migrate_takes_an_app_or_an_engine(make_app: Callable[..., Flask]) -> None:
     import sqlalchemy as sa
 
