@@ -18,6 +18,12 @@ if command -v redis-cli >/dev/null 2>&1 && ! redis-cli -h 127.0.0.1 -p 6379 ping
   redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
     --dir /var/lib/redis --logfile /var/log/redis/ci.log
 fi
+RABBITMQ=$(command -v rabbitmq-server || echo /usr/sbin/rabbitmq-server)
+if [ -x "$RABBITMQ" ] && ! (echo > /dev/tcp/127.0.0.1/5672) 2>/dev/null; then
+  log "starting RabbitMQ"
+  "$RABBITMQ" -detached
+  for _ in $(seq 1 60); do (echo > /dev/tcp/127.0.0.1/5672) 2>/dev/null && break; sleep 1; done
+fi
 
 # MariaDB (MySQL) for the store tests on it: the server, Django's time zone tables, and the
 # C client library that the mysqlclient driver builds against. Skipped where there is no server.

@@ -114,7 +114,8 @@ MCP = {
 # Celery (optional): a payment provider's callback can be handed to a worker, which completes the
 # URL-mode elicitation from there (mcp_django.tasks.complete_elicitation_task).
 CELERY_BROKER_URL = os.environ.get("MCP_EXAMPLE_CELERY_BROKER", "redis://127.0.0.1:6379/0")
-CELERY_RESULT_BACKEND = os.environ.get("MCP_EXAMPLE_CELERY_BROKER", "redis://127.0.0.1:6379/0")
+# Redis keeps results itself; with RabbitMQ (amqp://) set MCP_EXAMPLE_CELERY_BACKEND=rpc://.
+CELERY_RESULT_BACKEND = os.environ.get("MCP_EXAMPLE_CELERY_BACKEND") or CELERY_BROKER_URL
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
 # The demo payment provider's webhook shares this token with the site.

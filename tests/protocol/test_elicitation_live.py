@@ -433,11 +433,12 @@ def test_fifty_rounds_round_robin_over_four_workers(four_single_workers: list[Li
 
 
 @asynccontextmanager
-async def celery_worker(live: LiveServer, broker: str, queue: str) -> AsyncIterator[None]:
+async def celery_worker(live: LiveServer, broker: str, backend: str, queue: str) -> AsyncIterator[None]:
     env = {
         **os.environ,
         "MCP_EXAMPLE_DATABASE_URL": live.database.url,
         "MCP_EXAMPLE_CELERY_BROKER": broker,
+        "MCP_EXAMPLE_CELERY_BACKEND": backend,
         "DJANGO_SETTINGS_MODULE": "example_project.django_site.settings",
     }
     command = [
@@ -481,7 +482,8 @@ def test_webhook_and_celery_complete_url_elicitations(four_shared_workers: LiveS
     webhook = live.base_url + "/payments/webhook"
     token = {"Authorization": "Bearer demo-webhook-token"}
     queue = f"mcp-test-{uuid.uuid4().hex[:8]}"
-    broker = "redis://127.0.0.1:6379/7"
+    # Both brokers the README names: Redis (results there too) and RabbitMQ (results by RPC).
+    brokers = {"c": ("redis://127.0.0.1:6379/7",) * 2, "r": ("amqp://guest:guest@127.0.0.1:5672//", "rpc://")}
 
     async def run() -> None:
         notes = Notifications()
@@ -497,7 +499,7 @@ def test_webhook_and_celery_complete_url_elicitations(four_shared_workers: LiveS
                 elicitation_callback=handle_elicitation,
                 message_handler=notes,
             ) as c:
-                for booking in ("w", "c"):
+                for booking in ("w", *brokers):
                     paid = await c.call_tool("pay_deposit", {"booking_id": booking})
                     assert text(paid) == "Complete the payment in your browser."
                 done = await http.post(webhook, json={"elicitation_id": "deposit-w"}, headers=token)
@@ -506,11 +508,20 @@ def test_webhook_and_celery_complete_url_elicitations(four_shared_workers: LiveS
                 again = await http.post(webhook, json={"elicitation_id": "deposit-w"}, headers=token)
                 assert again.json() == {"completed": 0}
                 if live.framework == "django":
-                    sender = Celery(broker=broker, backend=broker)
-                    async with celery_worker(live, broker, queue):
-                        result = sender.send_task("mcp_django.complete_elicitation", args=["deposit-c"], queue=queue)
-                        assert await asyncio.to_thread(result.get, timeout=60) == 1
-                    await wait_for(notes, "deposit-c")
+                    for booking, (broker, backend) in brokers.items():
+                        sender = Celery(broker=broker, backend=backend)
+                        try:
+                            async with celery_worker(live, broker, backend, queue):
+                                result = sender.send_task(
+                                    "mcp_django.complete_elicitation", args=[f"deposit-{booking}"], queue=queue
+                                )
+                                assert await asyncio.to_thread(result.get, timeout=60) == 1, broker
+                        finally:
+                            with sender.connection_for_write() as connection:
+                                connection.default_channel.queue_delete(queue)
+                            sender.backend.result_consumer.stop()  # its connection (RPC: RabbitMQ's)
+                            sender.close()
+                        await wait_for(notes, f"deposit-{booking}")
                     assert notes.completed().count("deposit-w") == 1
             # A 2026-07-28 client has no stream to notify: the row records the completion.
             printed.clear()
@@ -533,6 +544,7 @@ def test_webhook_and_celery_complete_url_elicitations(four_shared_workers: LiveS
         assert row["status"] == "completed"
         statuses = {r["elicitation_id"]: r["status"] for r in elicitation_rows(live, mode="url")}
         assert statuses["deposit-w"] == "completed"
-        assert statuses["deposit-c"] == ("completed" if live.framework == "django" else "accepted")
+        for booking in brokers:
+            assert statuses[f"deposit-{booking}"] == ("completed" if live.framework == "django" else "accepted")
 
     asyncio.run(run())
