@@ -194,12 +194,22 @@ def check_login_required(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
         Warning(
             f"/{route} authenticates its callers with MCP AUTHENTICATION_CLASSES, but LoginRequiredMiddleware "
             "redirects every caller without a session to the login page before the endpoint sees them.",
-            hint=f'Route it with login_not_required: path("{route}", login_not_required(default_view())).',
+            hint=f"Route it with login_not_required: {_open_route(route, server)}",
             id="mcp_django.W003",
         )
-        for route, _, callback in _routed_views()
+        for route, server, callback in _routed_views()
         if getattr(callback, "login_required", True)
     ]
+
+
+def _open_route(route: str, server: Any) -> str:
+    """The ``path(...)`` that routes ``route`` to the same server, ``login_not_required``: a bare
+    ``default_view()`` would serve ``MCP["SERVER"]`` there instead."""
+    if server is None:
+        return f'path("{route}", login_not_required(default_view())).'
+    if isinstance(server, str):
+        return f'path("{route}", login_not_required(default_view(server="{server}"))).'
+    return f'path("{route}", login_not_required(default_view(server=...))), with the server it serves now.'
 
 
 def _served_servers() -> list[Any]:

@@ -14,11 +14,14 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.checks import run_checks
 from django.test import AsyncClient, Client, override_settings
+from django.urls import include, path
+from mcp.server import MCPServer
 from rest_framework.authentication import BaseAuthentication, BasicAuthentication
 from rest_framework.exceptions import AuthenticationFailed, PermissionDenied, Throttled
 
 from mcp_django.models import MCPSession
 from mcp_django.store import DjangoStore
+from mcp_django.views import default_view
 from tests.django.test_django_asgi import ASYNC, LEGACY_INIT, SYNC
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -198,3 +201,29 @@ def test_a_token_endpoint_behind_login_required_middleware_fails_the_check_and_i
         MCP={**settings.MCP, "AUTHENTICATION_CLASSES": [KeyAuthentication]},
     ):
         assert "mcp_django.W003" not in {m.id for m in run_checks(tags=["mcp"])}
+
+
+FILES = MCPServer("W003 files")
+urlpatterns = [
+    path("mcp", include("mcp_django.urls")),
+    path("mcp/shop", default_view(server="tests.django.exposed_site.mcp")),
+    path("mcp/files", default_view(server=FILES)),
+]
+
+
+@override_settings(
+    ROOT_URLCONF=__name__,
+    MIDDLEWARE=[*settings.MIDDLEWARE, "django.contrib.auth.middleware.LoginRequiredMiddleware"],
+    MCP={**settings.MCP, "AUTHENTICATION_CLASSES": [KeyAuthentication]},
+)
+def test_the_login_required_middleware_check_hints_at_the_server_each_route_serves() -> None:
+    """The hint is code to paste into urls.py: for a route of another server than
+    ``MCP["SERVER"]``, a bare ``default_view()`` would serve the wrong server there."""
+    hints = {m.msg.split(" ")[0]: m.hint for m in run_checks(tags=["mcp"]) if m.id == "mcp_django.W003"}
+    assert hints == {
+        "/mcp": 'Route it with login_not_required: path("mcp", login_not_required(default_view())).',
+        "/mcp/shop": "Route it with login_not_required: "
+        'path("mcp/shop", login_not_required(default_view(server="tests.django.exposed_site.mcp"))).',
+        "/mcp/files": "Route it with login_not_required: "
+        'path("mcp/files", login_not_required(default_view(server=...))), with the server it serves now.',
+    }
