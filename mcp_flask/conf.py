@@ -43,6 +43,7 @@ must share them.
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -82,6 +83,7 @@ DEFAULTS: dict[str, Any] = {
 
 def apply_defaults(app: Flask, *, uses_flask_sqlalchemy: bool) -> None:
     """``setdefault`` every key, so ``app.config`` shows the values in force."""
+    _warn_of_unknown_keys(app)
     # The app's own database is reached as the app reaches it (a password, TLS settings or a
     # search path in ``connect_args``), unless MCP's URI or options are given.
     borrow_options = (
@@ -106,6 +108,21 @@ def apply_defaults(app: Flask, *, uses_flask_sqlalchemy: bool) -> None:
         app.config["MCP_DATABASE_URI"] = default_database_uri(app, uses_flask_sqlalchemy)
     if not isinstance(app.config["MCP_ENGINE_OPTIONS"], Mapping):
         raise ValueError(f"MCP_ENGINE_OPTIONS must be a dict, got {app.config['MCP_ENGINE_OPTIONS']!r}.")
+
+
+def _warn_of_unknown_keys(app: Flask) -> None:
+    """A mistyped key would leave its default in force without a word (Django's E001 refuses
+    one). Logged, not raised: the app may keep keys of its own under the prefix."""
+    unknown = sorted(key for key in app.config if key.startswith("MCP_") and key not in DEFAULTS)
+    if not unknown:
+        return
+    named = []
+    for key in unknown:
+        close = difflib.get_close_matches(key, DEFAULTS, n=1)
+        named.append(f"{key} (did you mean {close[0]}?)" if close else key)
+    logger.warning(
+        "Unknown MCP setting(s), ignored: %s. Valid keys: %s.", ", ".join(named), ", ".join(sorted(DEFAULTS))
+    )
 
 
 def default_database_uri(app: Flask, uses_flask_sqlalchemy: bool) -> str:

@@ -387,6 +387,24 @@ def test_short_secret_key_is_logged(make_app: Callable[..., Flask], caplog: pyte
     assert "shorter than 32 characters" in caplog.text
 
 
+def test_a_mistyped_mcp_key_is_logged_with_the_key_it_resembles(
+    make_app: Callable[..., Flask], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Django refuses an unknown ``MCP`` key (E001); a Flask app's ``MCP_*`` key that the
+    extension does not know would otherwise be ignored without a word, its default in force."""
+    typo = make_app(MCP_REQUEST_TIMOUT=5)
+    with caplog.at_level(logging.WARNING, "mcp_flask"):
+        MCP(typo, server=server)
+    assert "MCP_REQUEST_TIMOUT (did you mean MCP_REQUEST_TIMEOUT?)" in caplog.text
+    get_state(typo).close()
+    caplog.clear()
+    right = make_app(MCP_REQUEST_TIMEOUT=5, MCP_DB_THREADS=2, MCP_ENGINE_OPTIONS={})
+    with caplog.at_level(logging.WARNING, "mcp_flask"):
+        MCP(right, server=server)
+    assert "MCP_" not in caplog.text
+    get_state(right).close()
+
+
 # -- routes and the view -----------------------------------------------------------------------
 
 
