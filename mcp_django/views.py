@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.core.handlers.wsgi import WSGIRequest
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.utils.decorators import classonlymethod
 from django.utils.functional import LazyObject, SimpleLazyObject, empty
@@ -193,6 +194,8 @@ class AsyncMCPView(_Base):
     view_is_async = True
 
     async def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:  # type: ignore[override]
+        if isinstance(request, WSGIRequest):
+            _say_wsgi_buffers_streams()
         # Resolving the endpoint touches no database (a dict lookup after the first request),
         # so it runs right here rather than as a hop to a thread.
         endpoint = get_endpoint(self.server)
@@ -217,6 +220,23 @@ class AsyncMCPView(_Base):
         for name, value in response.headers.items():
             streaming[name] = value
         return streaming
+
+
+_said_wsgi = False
+
+
+def _say_wsgi_buffers_streams() -> None:
+    """Django's WSGI handler reads an async view's streamed response to its end before sending
+    any of it: a legacy call's question to its client never leaves, and the call hangs until
+    ``REQUEST_TIMEOUT``. Said once per process, with the fix."""
+    global _said_wsgi
+    if not _said_wsgi:
+        _said_wsgi = True
+        logger.warning(
+            "AsyncMCPView is served by a WSGI server (runserver, gunicorn), where Django buffers its "
+            "streamed answers whole: a legacy call that asks its client hangs. Serve it under ASGI "
+            '(uvicorn), or use MCPView: set MCP["ASYNC_VIEW"] = False, or leave ASGI_APPLICATION unset.'
+        )
 
 
 def default_view(**initkwargs: Any) -> Any:

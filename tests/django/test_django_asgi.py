@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from io import BytesIO
 from typing import Any
 
@@ -20,7 +21,7 @@ from django.contrib.sessions.middleware import SessionMiddleware
 from django.core.handlers.asgi import ASGIHandler
 from django.db import connection
 from django.http import HttpResponse
-from django.test import AsyncClient, RequestFactory, override_settings
+from django.test import AsyncClient, Client, RequestFactory, override_settings
 from django.utils.functional import SimpleLazyObject
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel
@@ -186,6 +187,27 @@ def test_a_chunked_body_the_wsgi_server_did_not_de_chunk_is_411() -> None:
     )
     dechunked.META.update({"wsgi.input_terminated": True, "wsgi.input": BytesIO(body)})
     assert _read(dechunked, 100_000) == body
+
+
+def test_the_async_view_served_by_a_wsgi_server_says_so_in_the_log(caplog: pytest.LogCaptureFixture) -> None:
+    """Under WSGI (runserver, gunicorn) Django buffers an async view's streamed response whole:
+    a legacy call that asks its client never sends the question, and hangs. ``MCP["ASYNC_VIEW"]
+    = True`` (or an ``ASGI_APPLICATION`` the WSGI server ignores) does that without a word but
+    Django's own cryptic warning; the log names the setting to change, once per process."""
+    from mcp_django import views
+
+    views._said_wsgi = False
+    with override_settings(ROOT_URLCONF="tests.django.asgi_site"), caplog.at_level(logging.WARNING, "mcp_django"):
+        body = json.dumps(LEGACY_INIT)
+        for _ in range(2):
+            response = Client().post(ASYNC, body, content_type="application/json", headers={"Accept": ACCEPT})
+            assert response.status_code == 200
+        said = [r.getMessage() for r in caplog.records if "WSGI" in r.getMessage()]
+        assert len(said) == 1 and 'MCP["ASYNC_VIEW"] = False' in said[0], said
+        caplog.clear()
+        Client().post(SYNC, body, content_type="application/json", headers={"Accept": ACCEPT})
+        session_principal(ASYNC, None)  # under ASGI: nothing to say
+    assert not [r for r in caplog.records if "WSGI" in r.getMessage()]
 
 
 @pytest.mark.parametrize("era", ["modern", "legacy"])
