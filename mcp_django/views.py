@@ -163,29 +163,34 @@ class MCPView(_Base):
     """Serves MCP Streamable HTTP (both protocol eras) under WSGI (runserver, gunicorn)."""
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-        endpoint = get_endpoint(self.server)
-        authenticators = mcp_settings.authenticators
-        if authenticators:
-            refusal = authenticate(request, authenticators)
-            if refusal is not None:
-                return _plain(refusal)
-        translated = self._translate_in(endpoint, request)
-        if isinstance(translated, HTTPResponse):
-            return _plain(translated)
-        translated.principal = principal_of(request)
-        checks = tool_checks(endpoint.server, translated)
-        if checks:
-            translated.denied = run_checks(checks, request)
-        # Django's handler set this thread's request state (script prefix, URLconf, language):
-        # a tool that runs on it needs nothing more (DjangoEndpoint.tool_context).
-        mark_serving_thread(request)
-        response = endpoint.handle(translated)
-        if response.stream is None:
-            return _plain(response)
-        streaming = StreamingHttpResponse(endpoint.iter_body(response), status=response.status)
-        for name, value in response.headers.items():
-            streaming[name] = value
-        return streaming
+        return _serve_sync(self, request)
+
+
+def _serve_sync(view: _Base, request: HttpRequest) -> HttpResponseBase:
+    """A request served on its own (WSGI) thread, streams included."""
+    endpoint = get_endpoint(view.server)
+    authenticators = mcp_settings.authenticators
+    if authenticators:
+        refusal = authenticate(request, authenticators)
+        if refusal is not None:
+            return _plain(refusal)
+    translated = view._translate_in(endpoint, request)
+    if isinstance(translated, HTTPResponse):
+        return _plain(translated)
+    translated.principal = principal_of(request)
+    checks = tool_checks(endpoint.server, translated)
+    if checks:
+        translated.denied = run_checks(checks, request)
+    # Django's handler set this thread's request state (script prefix, URLconf, language):
+    # a tool that runs on it needs nothing more (DjangoEndpoint.tool_context).
+    mark_serving_thread(request)
+    response = endpoint.handle(translated)
+    if response.stream is None:
+        return _plain(response)
+    streaming = StreamingHttpResponse(endpoint.iter_body(response), status=response.status)
+    for name, value in response.headers.items():
+        streaming[name] = value
+    return streaming
 
 
 class AsyncMCPView(_Base):
@@ -195,7 +200,11 @@ class AsyncMCPView(_Base):
 
     async def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:  # type: ignore[override]
         if isinstance(request, WSGIRequest):
-            _say_wsgi_buffers_streams()
+            # A WSGI server (runserver, gunicorn; ``ASYNC_VIEW = True``, or an ASGI_APPLICATION
+            # it ignores): Django would read this view's streamed answer whole before sending
+            # any of it, so a legacy call's question to its client would never leave. Served
+            # the sync view's way, on the server's thread (which Django keeps waiting for this).
+            return await sync_to_async(_serve_sync, thread_sensitive=True)(self, request)
         # Resolving the endpoint touches no database (a dict lookup after the first request),
         # so it runs right here rather than as a hop to a thread.
         endpoint = get_endpoint(self.server)
@@ -220,23 +229,6 @@ class AsyncMCPView(_Base):
         for name, value in response.headers.items():
             streaming[name] = value
         return streaming
-
-
-_said_wsgi = False
-
-
-def _say_wsgi_buffers_streams() -> None:
-    """Django's WSGI handler reads an async view's streamed response to its end before sending
-    any of it: a legacy call's question to its client never leaves, and the call hangs until
-    ``REQUEST_TIMEOUT``. Said once per process, with the fix."""
-    global _said_wsgi
-    if not _said_wsgi:
-        _said_wsgi = True
-        logger.warning(
-            "AsyncMCPView is served by a WSGI server (runserver, gunicorn), where Django buffers its "
-            "streamed answers whole: a legacy call that asks its client hangs. Serve it under ASGI "
-            '(uvicorn), or use MCPView: set MCP["ASYNC_VIEW"] = False, or leave ASGI_APPLICATION unset.'
-        )
 
 
 def default_view(**initkwargs: Any) -> Any:

@@ -34,6 +34,7 @@ urlpatterns = [
     path("guarded-async", AsyncMCPView.as_view(server="tests.django.guarded_server.mcp")),
     path("guarded-sync", MCPView.as_view(server="tests.django.guarded_server.mcp")),
     path("counts-async", AsyncMCPView.as_view(server=counts)),
+    path("bistro-async", AsyncMCPView.as_view(server="example_project.servers.bistro.mcp")),
 ]
 
 

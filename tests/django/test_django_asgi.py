@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from io import BytesIO
 from typing import Any
 
@@ -21,7 +20,7 @@ from django.contrib.sessions.middleware import SessionMiddleware
 from django.core.handlers.asgi import ASGIHandler
 from django.db import connection
 from django.http import HttpResponse
-from django.test import AsyncClient, Client, RequestFactory, override_settings
+from django.test import AsyncClient, RequestFactory, override_settings
 from django.utils.functional import SimpleLazyObject
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel
@@ -189,25 +188,24 @@ def test_a_chunked_body_the_wsgi_server_did_not_de_chunk_is_411() -> None:
     assert _read(dechunked, 100_000) == body
 
 
-def test_the_async_view_served_by_a_wsgi_server_says_so_in_the_log(caplog: pytest.LogCaptureFixture) -> None:
-    """Under WSGI (runserver, gunicorn) Django buffers an async view's streamed response whole:
-    a legacy call that asks its client never sends the question, and hangs. ``MCP["ASYNC_VIEW"]
-    = True`` (or an ``ASGI_APPLICATION`` the WSGI server ignores) does that without a word but
-    Django's own cryptic warning; the log names the setting to change, once per process."""
-    from mcp_django import views
+def test_the_async_view_under_a_wsgi_server_asks_its_client_at_once(live_server: Any) -> None:
+    """Under WSGI (runserver, gunicorn; ``MCP["ASYNC_VIEW"] = True``, or an
+    ``ASGI_APPLICATION`` the WSGI server ignores) Django reads an async view's streamed answer
+    to its end before sending any of it: a legacy call's question to its client never left, and
+    the call hung. The async view serves a WSGI request the sync view's way."""
+    from tests.protocol.clients import WorkerLog, spread_client
+    from tests.protocol.test_elicitation_live import handle_elicitation
+    from tests.protocol.test_official_client import text
 
-    views._said_wsgi = False
-    with override_settings(ROOT_URLCONF="tests.django.asgi_site"), caplog.at_level(logging.WARNING, "mcp_django"):
-        body = json.dumps(LEGACY_INIT)
-        for _ in range(2):
-            response = Client().post(ASYNC, body, content_type="application/json", headers={"Accept": ACCEPT})
-            assert response.status_code == 200
-        said = [r.getMessage() for r in caplog.records if "WSGI" in r.getMessage()]
-        assert len(said) == 1 and 'MCP["ASYNC_VIEW"] = False' in said[0], said
-        caplog.clear()
-        Client().post(SYNC, body, content_type="application/json", headers={"Accept": ACCEPT})
-        session_principal(ASYNC, None)  # under ASGI: nothing to say
-    assert not [r for r in caplog.records if "WSGI" in r.getMessage()]
+    async def book() -> str:
+        async with spread_client(
+            live_server.url + "/bistro-async", "legacy", WorkerLog(), elicitation_callback=handle_elicitation
+        ) as client:
+            booked = await client.call_tool("book_table", {"date": "2025-12-25", "party_size": 2})
+        return text(booked)
+
+    with override_settings(ROOT_URLCONF="tests.django.asgi_site"):
+        assert asyncio.run(asyncio.wait_for(book(), 30)) == "Booked a table for 2 on 2025-12-27."
 
 
 @pytest.mark.parametrize("era", ["modern", "legacy"])
