@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from io import BytesIO
 from typing import Any, ClassVar
 
@@ -184,10 +185,14 @@ def _serve_sync(view: _Base, request: HttpRequest) -> HttpResponseBase:
     # Django's handler set this thread's request state (script prefix, URLconf, language):
     # a tool that runs on it needs nothing more (DjangoEndpoint.tool_context).
     mark_serving_thread(request)
-    response = endpoint.handle(translated)
+    return _out(endpoint.handle(translated), endpoint.iter_body)
+
+
+def _out(response: HTTPResponse, body: Callable[[HTTPResponse], Any]) -> HttpResponseBase:
+    """Django's response for the endpoint's: plain, or streamed from ``body(response)``."""
     if response.stream is None:
         return _plain(response)
-    streaming = StreamingHttpResponse(endpoint.iter_body(response), status=response.status)
+    streaming = StreamingHttpResponse(body(response), status=response.status)
     for name, value in response.headers.items():
         streaming[name] = value
     return streaming
@@ -222,13 +227,7 @@ class AsyncMCPView(_Base):
         if checks:
             # Permission checks read the database: in a thread, as Django runs sync code.
             translated.denied = await sync_to_async(run_checks)(checks, request)
-        response = await endpoint.handle_from_other_loop(translated)
-        if response.stream is None:
-            return _plain(response)
-        streaming = StreamingHttpResponse(endpoint.aiter_body(response), status=response.status)
-        for name, value in response.headers.items():
-            streaming[name] = value
-        return streaming
+        return _out(await endpoint.handle_from_other_loop(translated), endpoint.aiter_body)
 
 
 def default_view(**initkwargs: Any) -> Any:
