@@ -1,4 +1,5 @@
-"""``MCPMiddleware``: lets the MCP endpoint answer a foreign Host header itself.
+"""``MCPMiddleware``: lets the MCP endpoint answer a foreign Host header itself, and be
+reached without the trailing slash of its mount (``path("mcp/", ...)``, client at ``/mcp``).
 
 Django's ``CommonMiddleware`` calls ``request.get_host()`` on every request and answers a
 Host outside ``ALLOWED_HOSTS`` with an HTML 400 page, before any view runs. An MCP client
@@ -14,6 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.conf import settings
 from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse
 from django.urls import Resolver404, get_resolver
@@ -22,11 +24,12 @@ from mcp_common.security import host_allowed
 
 
 @lru_cache(maxsize=2048)
-def _is_mcp_path(urlconf: str | None, path: str) -> bool:
+def _is_mcp_path(urlconf: str | None, path: str) -> bool | None:
+    """Whether ``path`` routes to an MCP view; ``None``: it routes nowhere."""
     try:
         match = get_resolver(urlconf).resolve(path)
     except Resolver404:
-        return False
+        return None
     return bool(getattr(match.func, "mcp_endpoint", False))
 
 
@@ -61,8 +64,19 @@ def forget_host_verdicts() -> None:
 
 
 def _refusal(request: HttpRequest) -> HttpResponse | None:
-    if not _is_mcp_path(getattr(request, "urlconf", None), request.path_info):
-        return None
+    urlconf = getattr(request, "urlconf", None) or settings.ROOT_URLCONF
+    path = request.path_info
+    routed = _is_mcp_path(urlconf, path)
+    if not routed:
+        if routed is not None or path.endswith("/") or not settings.APPEND_SLASH:
+            return None
+        if not _is_mcp_path(urlconf, path + "/"):
+            return None
+        # An endpoint mounted as ``path("mcp/", ...)`` and a client pointed at ``/mcp``: Django's
+        # APPEND_SLASH would redirect the POST, which no MCP client follows (and under DEBUG
+        # raise an HTML error). Served where the redirect would have led.
+        request.path_info = path + "/"
+        request.path = request.path + "/"
     from mcp_django.conf import mcp_settings
     from mcp_django.views import raw_host
 

@@ -471,3 +471,23 @@ def test_the_models_have_every_migration_they_need() -> None:
     except SystemExit:
         pytest.fail(f"mcp_django's models differ from its migrations:\n{out.getvalue()}")
     assert "No changes detected" in out.getvalue()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_endpoint_mounted_with_a_trailing_slash_is_served_without_it() -> None:
+    """``path("mcp/", include("mcp_django.urls"))``, Django's usual spelling, and a client
+    pointed at ``/mcp``: APPEND_SLASH answered the POST with a redirect no MCP client follows
+    (under DEBUG, an HTML 500 page). It is served as ``/mcp/`` would be, and only while
+    APPEND_SLASH is on; other URLs keep Django's behaviour."""
+    body = json.dumps(LEGACY_INIT)
+    with override_settings(ROOT_URLCONF="tests.django.slash_site"):
+        for url in ("/mcp", "/mcp/"):
+            response = Client().post(url, body, content_type="application/json", **HEADERS)
+            assert response.status_code == 200, (url, response.status_code, response.content[:200])
+            assert json.loads(response.content)["result"]["serverInfo"]["name"], url
+        # A URL the application routes itself stays its own.
+        own = Client().post("/shop", body, content_type="application/json", **HEADERS)
+        assert own.content == b"the shop's own page"
+        assert Client().post("/nowhere", body, content_type="application/json", **HEADERS).status_code == 404
+        with override_settings(APPEND_SLASH=False):
+            assert Client().post("/mcp", body, content_type="application/json", **HEADERS).status_code == 404
