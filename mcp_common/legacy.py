@@ -925,10 +925,17 @@ class LegacyProtocol:
                 call_id=dumps(call_id) if call_id is not None else None,
             )
         await endpoint.db(store.create_pending, session_id, request_id, method, dumps(params or {}), record)
+        # A DELETE that reached another worker while the call ran here ended no call of this
+        # worker's, and its pending rows went before this one was written: asked now, the
+        # question would wait out the request timeout. Read after the write, so a DELETE that
+        # comes later deletes this row, which the poller's sweep notices.
+        gone = await endpoint.db(store.get_session, session_id) is None
         future = self.waiters.expect(session_id, request_id)
         detach_later: asyncio.TimerHandle | None = None
         try:
-            if stream is not None:
+            if gone:
+                pass  # nothing is written to the deleted session's event log
+            elif stream is not None:
                 await stream.send(message)
                 if stream.detach_on_wait:
                     detach_later = asyncio.get_running_loop().call_later(
@@ -938,6 +945,8 @@ class LegacyProtocol:
                 await self.post_to_get_stream(session_id, message)
             endpoint.waiting_for_client()
             try:
+                if gone:
+                    raise SessionGone(session_id)
                 answer = await self._await_answer(session_id, request_id, future, wait)
             except asyncio.CancelledError:
                 # The call itself ended (DELETE of the session, notifications/cancelled, shutdown):

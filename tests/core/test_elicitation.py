@@ -7,6 +7,7 @@ Two endpoints over one ``MemoryStore`` stand for two workers sharing a database.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -1306,6 +1307,12 @@ def test_a_legacy_call_observes_a_completed_url_question_and_is_not_sent_again()
     assert again[-1]["result"]["content"][0]["text"] == PAID
 
 
+def two_quick_workers(server: MCPServer, store: MemoryStore) -> tuple[MCPEndpoint, MCPEndpoint]:
+    """Two workers of ``server`` over one store, quick to detach and to poll."""
+    config = MCPConfig(secret_keys=(SECRET,), poll_interval=0.02, wait_detach_seconds=0.02, request_timeout=30)
+    return MCPEndpoint(server, config, store), MCPEndpoint(server, config, store)
+
+
 @pytest.mark.parametrize("where", ["same-worker", "other-worker"])
 def test_a_deleted_session_ends_its_waiting_call_whichever_worker_receives_the_delete(where: str) -> None:
     """DELETE ends the session's calls as the SDK ends them (cancelled, the tool goes no
@@ -1324,8 +1331,7 @@ def test_a_deleted_session_ends_its_waiting_call_whichever_worker_receives_the_d
         return "done"
 
     store = MemoryStore()
-    config = MCPConfig(secret_keys=(SECRET,), poll_interval=0.02, wait_detach_seconds=0.02, request_timeout=30)
-    asking, other = MCPEndpoint(server, config, store), MCPEndpoint(server, config, store)
+    asking, other = two_quick_workers(server, store)
     deleting = asking if where == "same-worker" else other
     session = initialize(asking, {"elicitation": {}})
     for chunk in asking.iter_body(legacy_call(asking, session, "insist", {})):
@@ -1343,3 +1349,42 @@ def test_a_purge_removes_events_left_for_a_session_that_is_gone() -> None:
     from tests.store_checks import check_a_purge_removes_events_left_for_a_session_that_is_gone
 
     check_a_purge_removes_events_left_for_a_session_that_is_gone(MemoryStore())
+
+
+def test_a_session_deleted_through_another_worker_before_its_call_asks_ends_the_call() -> None:
+    """The DELETE reaches another worker while the call still runs here, before its tool asks:
+    the question must not be asked into the deleted session and waited for until the request
+    timeout (nobody can answer it, and the tool would run on for all that time): the call ends
+    as a deleted session's calls end, its question recorded as cancelled."""
+    running, may_ask = threading.Event(), threading.Event()
+    went_on: list[str] = []
+    server = MCPServer("Slow")
+
+    @server.tool()
+    async def slow_interview(ctx: Context) -> str:
+        running.set()
+        await asyncio.to_thread(may_ask.wait, 10)
+        answer = await ctx.elicit("Your name?", schema=Name)
+        went_on.append(answer.action)
+        return "done"
+
+    store = MemoryStore()
+    asking, other = two_quick_workers(server, store)
+    session = initialize(asking, {"elicitation": {}})
+
+    def read() -> None:
+        with contextlib.suppress(Exception):
+            for _ in asking.iter_body(legacy_call(asking, session, "slow_interview", {})):
+                pass
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert running.wait(5)
+    assert other.handle(request("DELETE", mcp_session_id=session)).status == 200
+    may_ask.set()
+    assert wait_for(lambda: store._elicitations and all(r.status != "pending" for r in store._elicitations.values()), 3)
+    time.sleep(0.2)
+    assert went_on == []
+    assert [(row.status, row.detail) for row in store._elicitations.values()] == [("cancelled", "The session ended")]
+    assert not any(r.session_id == session for r in store._pending.values())
+    asking.close()
