@@ -28,7 +28,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -223,6 +223,8 @@ class CallStream:
         self.persisted = False
         self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._owner_noted: asyncio.Task[None] | None = None
+        self.on_owner_noted: Callable[[], None] | None = None
+        """Called once the owner row is in the store (see :meth:`note_owner`)."""
         self._ended = False
         """The final response was sent (or the stream aborted): no owner row is due any more."""
 
@@ -253,6 +255,9 @@ class CallStream:
             if self._owner_noted is noting:
                 self._owner_noted = None  # the next send tries again
             raise
+        if self.on_owner_noted is not None:
+            self.on_owner_noted()
+            self.on_owner_noted = None
 
     def note_owner_later(self) -> None:
         """The call outlived ``wait_detach_seconds`` (or its key cannot carry its id): note its
@@ -479,10 +484,12 @@ class Waiters:
         self._calls[key] = task
         task.add_done_callback(lambda _t: self._calls.pop(key, None))
 
-    def cancel_call(self, session_id: str, request_id: RequestId) -> None:
+    def cancel_call(self, session_id: str, request_id: RequestId) -> bool:
+        """Cancel the call if it runs here; whether it does."""
         task = self._calls.get((session_id, str(request_id)))
         if task is not None:
             task.cancel()
+        return task is not None
 
 
 ANSWER_CLOCK_SKEW = 30.0
@@ -786,9 +793,20 @@ class LegacyProtocol:
             )
             if request.blocking and (dctx.progress_token is not None or _can_be_asked(connection)):
                 keep_tools_away()
+            this = asyncio.current_task()
+            watches: list[asyncio.Future[None]] = []
+
+            def watch_owner_row() -> None:
+                if this is not None and not this.done():
+                    watches.append(asyncio.ensure_future(self._watch_owner_row(session.session_id, stream, this)))
+
+            stream.on_owner_noted = watch_owner_row
             try:
                 reply = {"jsonrpc": "2.0", "id": message.id, "result": await run}
             except asyncio.CancelledError:
+                stream.on_owner_noted = None
+                for watch in watches:
+                    watch.cancel()
                 note_owner.cancel()
                 reply = _error_reply(message.id, request_cancelled())
                 if self.waiters.has_ended(session.session_id):
@@ -801,6 +819,9 @@ class LegacyProtocol:
                 raise
             except Exception as exc:
                 reply = _error_reply(message.id, exc)
+            stream.on_owner_noted = None
+            for watch in watches:
+                watch.cancel()
             note_owner.cancel()
             try:
                 await stream.send(reply, final=True)
@@ -818,6 +839,38 @@ class LegacyProtocol:
         self.waiters.add_call(session.session_id, message.id, task)
         return HTTPResponse(200, {**SSE_HEADERS, **headers}, stream=stream.body())
 
+    async def _watch_owner_row(self, session_id: str, stream: CallStream, call: asyncio.Task[Any]) -> None:
+        """Cancel the call when ``notifications/cancelled`` for it reached another worker,
+        which answers the call's owner row with the cancellation (:meth:`_cancel_elsewhere`).
+        Found by the process's answer poll, as a question's answer is."""
+        key = owner_key(stream.stream_key)
+        future = self.waiters.expect(session_id, key)
+        self.poller.add(session_id, key)
+        try:
+            answer = await future
+        except SessionGone:
+            return  # the session's calls are ended with it
+        finally:
+            self.poller.discard(session_id, key)
+            self.waiters.forget(session_id, key)
+        # Any other answer is a worker's that took this one for dead, and logged the end itself.
+        if answer == _cancelled_reply(stream.call_id):
+            call.cancel()
+
+    async def _cancel_elsewhere(self, session_id: str, call_id: RequestId) -> None:
+        """A call of this session running in any process, which noted its owner row: its row
+        answered with the cancellation error, which its worker's poll finds (and a client
+        resuming its stream meanwhile is answered with)."""
+        store = self.endpoint.store
+        keys = await self.endpoint.db(store.pending_keys, [session_id])
+        for _, request_id in keys:
+            if not request_id.startswith(owner_key("")):
+                continue
+            row = await self.endpoint.db(store.get_pending, session_id, request_id)
+            if row is None or row.response is not None or json.loads(row.params).get("callId") != call_id:
+                continue
+            await self.endpoint.db(store.answer_pending, session_id, request_id, _cancelled_reply(call_id))
+
     def _closer(self, session_id: str) -> Any:
         async def close_standalone() -> None:
             # Standalone streams end by themselves after ``stream_hold_seconds``; waking makes
@@ -832,11 +885,13 @@ class LegacyProtocol:
         request_id = (message.params or {}).get("requestId")
         if not isinstance(request_id, str | int) or isinstance(request_id, bool):
             return
-        self.waiters.cancel_call(session.session_id, request_id)
+        if self.waiters.cancel_call(session.session_id, request_id):
+            return
         # The call may run in another process: a question it waits on is answered there with a
         # mark that cancels the call, as it is cancelled here (the tool goes no further).
         endpoint = self.endpoint
         store = endpoint.store
+        await self._cancel_elsewhere(session.session_id, request_id)
         rows = await endpoint.db(store.call_elicitations, session.session_id, dumps(request_id))
         for row in rows:
             if row.status != "pending":
@@ -1205,6 +1260,12 @@ def _tool_name(message: JSONRPCRequest) -> str | None:
         return None
     name = message.params.get("name")
     return name if isinstance(name, str) else None
+
+
+def _cancelled_reply(call_id: RequestId | None) -> str:
+    """The owner row's answer that cancels its call from another worker (and ends a stream
+    resumed meanwhile, as the cancelled call itself ends it)."""
+    return dumps(_error_reply(call_id, request_cancelled()))
 
 
 def _error_reply(request_id: Any, exc: BaseException) -> dict[str, Any]:

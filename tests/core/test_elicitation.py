@@ -1178,6 +1178,38 @@ def test_a_cancelled_call_stops_waiting_and_its_tool_goes_no_further(where: str)
     assert row.status == "cancelled"
 
 
+def test_a_running_call_is_cancelled_through_another_worker() -> None:
+    """``notifications/cancelled`` that reaches another worker while the call runs here (it
+    asks nothing: a long computation, a slow API) cancels it as the SDK does: the tool goes no
+    further, and the call ends with the cancellation error, not with the tool's result."""
+    running, finished = threading.Event(), threading.Event()
+    server = MCPServer("Slow")
+
+    @server.tool()
+    async def crunch(ctx: Context) -> str:
+        running.set()
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+        finished.set()
+        return "crunched"
+
+    store = MemoryStore()
+    asking, other = two_quick_workers(server, store)
+    session = initialize(asking, {"elicitation": {}})
+    response = legacy_call(asking, session, "crunch", {}, call_id=41)
+    assert running.wait(5)
+    # Running past ``wait_detach_seconds``, the call has noted which worker runs it.
+    assert wait_for(lambda: any(r.session_id == session for r in store._pending.values()))
+    note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 41}}
+    assert other.handle(legacy(session, note)).status == 202
+    started = time.monotonic()
+    seen = follow(asking, session, response, resumer=other)
+    assert not finished.is_set()
+    assert seen[-1] == {"jsonrpc": "2.0", "id": 41, "error": {"code": -32001, "message": "Request cancelled"}}
+    assert time.monotonic() - started < 3
+    asking.close()
+
+
 def test_old_answered_elicitations_are_purged_pending_ones_kept() -> None:
     store = MemoryStore()
     point = endpoint(store)
