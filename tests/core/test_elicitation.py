@@ -1178,10 +1178,9 @@ def test_a_cancelled_call_stops_waiting_and_its_tool_goes_no_further(where: str)
     assert row.status == "cancelled"
 
 
-def test_a_running_call_is_cancelled_through_another_worker() -> None:
-    """``notifications/cancelled`` that reaches another worker while the call runs here (it
-    asks nothing: a long computation, a slow API) cancels it as the SDK does: the tool goes no
-    further, and the call ends with the cancellation error, not with the tool's result."""
+def crunching_server() -> tuple[MCPServer, threading.Event, threading.Event]:
+    """A server whose ``crunch`` runs five seconds asking nothing; set as it starts, and if it
+    finishes."""
     running, finished = threading.Event(), threading.Event()
     server = MCPServer("Slow")
 
@@ -1193,6 +1192,14 @@ def test_a_running_call_is_cancelled_through_another_worker() -> None:
         finished.set()
         return "crunched"
 
+    return server, running, finished
+
+
+def test_a_running_call_is_cancelled_through_another_worker() -> None:
+    """``notifications/cancelled`` that reaches another worker while the call runs here (it
+    asks nothing: a long computation, a slow API) cancels it as the SDK does: the tool goes no
+    further, and the call ends with the cancellation error, not with the tool's result."""
+    server, running, finished = crunching_server()
     store = MemoryStore()
     asking, other = two_quick_workers(server, store)
     session = initialize(asking, {"elicitation": {}})
@@ -1207,6 +1214,26 @@ def test_a_running_call_is_cancelled_through_another_worker() -> None:
     assert not finished.is_set()
     assert seen[-1] == {"jsonrpc": "2.0", "id": 41, "error": {"code": -32001, "message": "Request cancelled"}}
     assert time.monotonic() - started < 3
+    asking.close()
+
+
+def test_a_running_call_ends_with_its_session_deleted_through_another_worker() -> None:
+    """DELETE reaching another worker while a call runs here (asking nothing) ends it as the
+    SDK ends a deleted session's calls: the tool goes no further, and nothing is written to
+    the deleted session's event log."""
+    server, running, finished = crunching_server()
+    store = MemoryStore()
+    asking, other = two_quick_workers(server, store)
+    session = initialize(asking, {})
+    reader = threading.Thread(target=lambda: b"".join(asking.iter_body(legacy_call(asking, session, "crunch", {}))))
+    reader.start()
+    assert running.wait(5)
+    assert wait_for(lambda: any(r.session_id == session for r in store._pending.values()))
+    assert other.handle(request("DELETE", mcp_session_id=session)).status == 200
+    reader.join(3)
+    assert not reader.is_alive() and not finished.is_set()
+    time.sleep(0.2)
+    assert [e for e in store._events if e.session_id == session] == []
     asking.close()
 
 
