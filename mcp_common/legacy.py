@@ -801,12 +801,19 @@ class LegacyProtocol:
                     watches.append(asyncio.ensure_future(self._watch_owner_row(session.session_id, stream, this)))
 
             stream.on_owner_noted = watch_owner_row
-            try:
-                reply = {"jsonrpc": "2.0", "id": message.id, "result": await run}
-            except asyncio.CancelledError:
+
+            def unwatch() -> None:
                 stream.on_owner_noted = None
                 for watch in watches:
                     watch.cancel()
+                # Now, not when the watch next runs: the row goes once the call has answered,
+                # and a poll that saw it gone while still watched would end the whole session.
+                self.poller.discard(session.session_id, owner_key(stream.stream_key))
+
+            try:
+                reply = {"jsonrpc": "2.0", "id": message.id, "result": await run}
+            except asyncio.CancelledError:
+                unwatch()
                 note_owner.cancel()
                 reply = _error_reply(message.id, request_cancelled())
                 if self.waiters.has_ended(session.session_id):
@@ -819,9 +826,7 @@ class LegacyProtocol:
                 raise
             except Exception as exc:
                 reply = _error_reply(message.id, exc)
-            stream.on_owner_noted = None
-            for watch in watches:
-                watch.cancel()
+            unwatch()
             note_owner.cancel()
             try:
                 await stream.send(reply, final=True)
