@@ -459,10 +459,14 @@ class Waiters:
     def has_ended(self, session_id: str) -> bool:
         return session_id in self._ended
 
-    def end_session(self, session_id: str) -> None:
+    def note_ended(self, session_id: str) -> None:
+        """Remember that the session ended (nothing more is logged for its calls)."""
         self._ended[session_id] = None
         while len(self._ended) > 1024:
             del self._ended[next(iter(self._ended))]
+
+    def end_session(self, session_id: str) -> None:
+        self.note_ended(session_id)
         for (sid, _), future in list(self._answers.items()):
             if sid == session_id and not future.done():
                 future.set_exception(SessionGone(session_id))
@@ -990,6 +994,8 @@ class LegacyProtocol:
         # question would wait out the request timeout. Read after the write, so a DELETE that
         # comes later deletes this row, which the poller's sweep notices.
         gone = await endpoint.db(store.get_session, session_id) is None
+        if gone:
+            self.waiters.note_ended(session_id)
         future = self.waiters.expect(session_id, request_id)
         detach_later: asyncio.TimerHandle | None = None
         try:

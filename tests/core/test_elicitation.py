@@ -1446,4 +1446,5 @@ def test_a_session_deleted_through_another_worker_before_its_call_asks_ends_the_
     assert went_on == []
     assert [(row.status, row.detail) for row in store._elicitations.values()] == [("cancelled", "The session ended")]
     assert not any(r.session_id == session for r in store._pending.values())
+    assert [e for e in store._events if e.session_id == session] == []
     asking.close()
