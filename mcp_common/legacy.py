@@ -524,16 +524,20 @@ class AnswerPoller:
         self._last_added = 0.0
         self._sleeping = 0.0
 
-    def add(self, session_id: str, request_id: str) -> None:
+    def add(self, session_id: str, request_id: str, *, prompt: bool = True) -> None:
+        """Poll for this answer; ``prompt=False``: at the pace older questions set (at most
+        :data:`MAX_POLL_INTERVAL`), as for a running call's owner row, whose answer (a
+        cancellation from another worker) is rare and need not come within milliseconds."""
         self._keys[(session_id, request_id)] = None
-        self._last_added = time.monotonic()
+        if prompt:
+            self._last_added = time.monotonic()
         loop = asyncio.get_running_loop()
         if self._task is None or self._task.done() or self._loop is not loop:
             self._loop, self._kick = loop, asyncio.Event()
             # In a context of its own: it polls for every call of the process, none of them
             # the one whose request happened to start it (whose home thread it must not use).
             self._task = loop.create_task(self._run(), name="mcp-answer-poller", context=contextvars.Context())
-        elif self._sleeping > self.protocol.endpoint.config.poll_interval / 2:
+        elif prompt and self._sleeping > self.protocol.endpoint.config.poll_interval / 2:
             # Backed off while older questions waited: a fresh one is polled for promptly.
             self._kick.set()
 
@@ -854,7 +858,7 @@ class LegacyProtocol:
         Found by the process's answer poll, as a question's answer is."""
         key = owner_key(stream.stream_key)
         future = self.waiters.expect(session_id, key)
-        self.poller.add(session_id, key)
+        self.poller.add(session_id, key, prompt=False)
         try:
             answer = await future
         except SessionGone:
