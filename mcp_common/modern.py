@@ -50,7 +50,7 @@ from mcp_common.jsonrpc import (
     sse_frame,
     status_for,
 )
-from mcp_common.state import CompletionOutbound, persist, record_refusals, redeem
+from mcp_common.state import CompletionOutbound, handle_state_id, persist, record_refusals, redeem
 
 if TYPE_CHECKING:
     from mcp_common.endpoint import MCPEndpoint
@@ -242,6 +242,7 @@ async def _run(
     params = req.params
     persisting = endpoint.persist_state and req.method in INPUT_REQUIRED_METHODS
     if persisting and not request.state_ready and params is not None and params.get("requestState") is not None:
+        handle_state_id(endpoint, params)
         check_surface(req.method, connection.protocol_version, params)
         params = await redeem(endpoint, req.method, params, request.principal)
     result = await _sdk.serve_one(

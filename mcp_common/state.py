@@ -82,6 +82,20 @@ def _stored_identity(method: str, params: Mapping[str, Any] | None) -> tuple[str
     return storable_text(target), args_digest
 
 
+def handle_state_id(endpoint: MCPEndpoint, params: Mapping[str, Any]) -> str:
+    """The row id ``params``' ``requestState`` handle names; raises the SDK's
+    ``invalid_request_state`` error for anything but a handle this server made. No database:
+    checked before the request surface, as the SDK's boundary unseals before its runner
+    validates (a forged state next to malformed answers is refused as a forged state)."""
+    handle = params.get("requestState")
+    if not isinstance(handle, str):
+        raise invalid_state("non-string requestState")
+    state_id = parse_handle(endpoint, handle)
+    if state_id is None:
+        raise invalid_state("unknown or forged handle")
+    return state_id
+
+
 def redeem_sync(endpoint: MCPEndpoint, method: str, params: Mapping[str, Any], principal: str | None) -> dict[str, Any]:
     """Params with the handle swapped for its sealed state, answers recorded; raises the SDK's
     ``invalid_request_state`` error for anything but a live handle bound to this request.
@@ -89,12 +103,7 @@ def redeem_sync(endpoint: MCPEndpoint, method: str, params: Mapping[str, Any], p
     Blocking (database calls): run it in the request's thread or on the endpoint's database
     threads (:func:`redeem`).
     """
-    handle = params.get("requestState")
-    if not isinstance(handle, str):
-        raise invalid_state("non-string requestState")
-    state_id = parse_handle(endpoint, handle)
-    if state_id is None:
-        raise invalid_state("unknown or forged handle")
+    state_id = handle_state_id(endpoint, params)
     target, args_digest = _stored_identity(method, params)
     responses = params.get("inputResponses")
     answers: dict[str, tuple[str, str | None]] = {}
@@ -289,6 +298,7 @@ def prepare_blocking(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPRequest
     if isinstance(admitted, HTTPResponse):
         return admitted
     try:
+        handle_state_id(endpoint, params)
         check_surface(decoded["method"], admitted[1].protocol_version, params)
     except Exception:
         return request  # the loop side raises it again, before redeeming, as the SDK answers it

@@ -315,6 +315,17 @@ def test_tampered_handle_is_refused_and_the_real_one_still_works(tamper: Any) ->
     assert status == 200 and body["result"]["content"][0]["text"] == "Hello, Ada!"
 
 
+@pytest.mark.parametrize("asgi", [False, True], ids=["wsgi", "asgi"])
+@pytest.mark.parametrize("handle", [5, {"a": 1}, "", "garbage", "mcp1.0000.AAAA"])
+@pytest.mark.parametrize("responses", [{"k": "yes"}, [1], {"k": {"action": "maybe"}}])
+def test_a_forged_state_is_refused_before_malformed_answers(handle: Any, responses: Any, asgi: bool) -> None:
+    """The SDK's boundary unseals ``requestState`` before its request surface reads the
+    answers: a state that is no string or no handle of this server is refused as such (its
+    own server answers these exactly so), however malformed the answers next to it."""
+    point = endpoint(MemoryStore())
+    assert refused(*call(point, "hello", {}, asgi=asgi, inputResponses=responses, requestState=handle))
+
+
 def test_foreign_principal_is_refused_without_burning_the_state() -> None:
     store = MemoryStore()
     point = endpoint(store)
