@@ -420,8 +420,9 @@ def install_tool_context(tool_context: Any, async_tool_context: Any) -> None:
 @contextlib.contextmanager
 def stops_are_failures() -> Iterator[None]:
     """A tool or resolver raising ``SystemExit`` or ``KeyboardInterrupt`` (a library calling
-    ``sys.exit()``) fails like one raising any other exception, as on the fast path: raised in
-    a task, either would stop the endpoint's event loop, and every call of the process with it."""
+    ``sys.exit()``) fails like one raising any other exception, on the SDK's path and the fast
+    path alike: raised in a task, either would stop the endpoint's event loop, and every call
+    of the process with it; raised in a WSGI thread, it took the worker down."""
     try:
         yield
     except (SystemExit, KeyboardInterrupt) as exc:

@@ -490,7 +490,9 @@ class FastPath:
 
     def _call_sync(self, tool: Any, validated: dict[str, Any]) -> Any:
         try:
-            with self.endpoint.tool_context():
+            # A tool's SystemExit or KeyboardInterrupt fails the call, as on the SDK's path:
+            # raised on, it took a WSGI worker down with it, or answered a 500.
+            with self.endpoint.tool_context(), _sdk.stops_are_failures():
                 return self._convert(tool, tool.fn(**validated))
         except BaseException as exc:
             return self._failure(tool, exc)
@@ -498,7 +500,8 @@ class FastPath:
     async def _call_async(self, tool: Any, validated: dict[str, Any]) -> Any:
         try:
             async with self.endpoint.async_tool_context():
-                return self._convert(tool, await tool.fn(**validated))
+                with _sdk.stops_are_failures():
+                    return self._convert(tool, await tool.fn(**validated))
         except asyncio.CancelledError:
             # Whoever cancelled it hears it: close() (MCPEndpoint.run_call answers the call
             # "Request cancelled"), an ASGI server, an application's timeout around the view.

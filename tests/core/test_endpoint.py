@@ -1246,6 +1246,10 @@ def _resolve_leaving() -> str:
     return _leave()
 
 
+def _resolve_staying() -> str:
+    return "stays"
+
+
 def leaving_server() -> MCPServer:
     server = MCPServer("Leaving")
 
@@ -1261,6 +1265,23 @@ def leaving_server() -> MCPServer:
     def leave_resolving(value: Annotated[str, Resolve(_resolve_leaving)], ctx: Context) -> str:
         return value
 
+    # Without a Context: the fast path serves these.
+    @server.tool()
+    async def leave_plain_async() -> str:
+        return _leave()
+
+    @server.tool()
+    def leave_plain_sync() -> str:
+        return _leave()
+
+    @server.tool()
+    def leave_plain_resolving(value: Annotated[str, Resolve(_resolve_leaving)]) -> str:
+        return value
+
+    @server.tool()
+    def leave_plain_resolved(value: Annotated[str, Resolve(_resolve_staying)]) -> str:
+        return _leave()
+
     @server.tool()
     def echo(text: str) -> str:
         return text
@@ -1268,8 +1289,13 @@ def leaving_server() -> MCPServer:
     return server
 
 
+LEAVING_TOOLS = ["leave_async", "leave_sync", "leave_resolving"]
+
+
 @pytest.mark.parametrize("stop", [SystemExit(3), KeyboardInterrupt()])
-@pytest.mark.parametrize("tool", ["leave_async", "leave_sync", "leave_resolving"])
+@pytest.mark.parametrize(
+    "tool", [*LEAVING_TOOLS, *(name.replace("_", "_plain_", 1) for name in LEAVING_TOOLS), "leave_plain_resolved"]
+)
 @pytest.mark.parametrize("era", ["legacy", "2026-07-28"])
 def test_a_tool_that_raises_system_exit_fails_like_any_other_and_the_endpoint_goes_on(
     era: str, tool: str, stop: BaseException
@@ -1283,7 +1309,11 @@ def test_a_tool_that_raises_system_exit_fails_like_any_other_and_the_endpoint_go
         if era == "legacy":
             session = initialize(point, {})
             body = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": tool, "arguments": {}}}
-            reply = [e["data"] for e in events(point, point.handle(legacy(session, body))) if e["data"]][-1]
+            response = point.handle(legacy(session, body))
+            if response.stream is None:  # the fast path answers a plain call with JSON
+                reply = json.loads(response.body)
+            else:
+                reply = [e["data"] for e in events(point, response) if e["data"]][-1]
         else:
             reply = json.loads(point.handle(modern_call(tool, {})).body)
         assert reply["result"]["isError"] is True, reply
