@@ -162,9 +162,12 @@ class FlaskEndpoint(MCPEndpoint):
             _handler_request.set(detached)
         elif detached.request is not request.native:
             return
-        saved = detached._session  # type: ignore[attr-defined]
+        # The session object itself: Flask 3.1.3 keeps it as ``_session`` behind a ``session``
+        # property (which marks it accessed), earlier releases as a plain ``session``.
+        attribute = "_session" if "_session" in vars(detached) else "session"
+        saved = getattr(detached, attribute)
         if saved is not None and not isinstance(saved, StreamedSession):
-            detached._session = StreamedSession(saved, handler)  # type: ignore[attr-defined]
+            setattr(detached, attribute, StreamedSession(saved, handler))
 
     async def handle_async(self, request: HTTPRequest) -> HTTPResponse:
         # Tasks started while serving (a legacy tool call outlives this coroutine) copy the
