@@ -137,3 +137,16 @@ if [ -n "$PY312" ] && [ "$#" -eq 0 ]; then
   log "running the Flask tests on $("$VENV6/bin/python" -c 'import sys; print(f"Python {sys.version.split()[0]}")')"
   "$VENV6/bin/python" -m pytest tests/flask
 fi
+
+# -- the Flask adapter on the oldest releases pyproject.toml admits (scripts/minimum-versions.txt) --
+if [ "$#" -eq 0 ]; then
+  VENVMIN=${MCP_VENV_MINIMUM:-.venv-minimum}
+  if [ ! -x "$VENVMIN/bin/python" ]; then
+    log "creating $VENVMIN with $($PYTHON --version)"
+    "$PYTHON" -m venv "$VENVMIN"
+  fi
+  "$VENVMIN/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
+  "$VENVMIN/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[dev${MCP_TEST_MARIADB:+,mysql}]" -c scripts/minimum-versions.txt
+  log "running the Flask tests on $("$VENVMIN/bin/python" -c 'from importlib.metadata import version as v; print(*(f"{n} {v(n)}" for n in ("Flask", "Werkzeug", "SQLAlchemy", "alembic")), sep=", ")')"
+  "$VENVMIN/bin/python" -m pytest tests/flask
+fi

@@ -54,7 +54,8 @@ def app(
         monkeypatch.setattr(FastPath, "handle_sync", lambda self, request: None)
         monkeypatch.setattr(FastPath, "handle_resolving_sync", lambda self, request: None)
     if request.param == "postgres":
-        uri = request.getfixturevalue("pg_databases").new()
+        # psycopg 3 named: SQLAlchemy before 2.1 takes a bare postgresql:// for psycopg2.
+        uri = request.getfixturevalue("pg_databases").new().replace("postgresql://", "postgresql+psycopg://", 1)
     else:
         uri = f"sqlite:///{tmp_path / 'shop.sqlite3'}"
     app = exposed_app.create_app(make_app(SQLALCHEMY_DATABASE_URI=uri))

@@ -960,8 +960,11 @@ def test_trusted_hosts_refusal_is_json_on_mcp_urls(make_app: Callable[..., Flask
         "id": None,
         "error": {"code": -32600, "message": "Invalid Host header"},
     }
-    # Elsewhere Flask answers as it always does.
-    assert client.get("/page", headers={"Host": "evil.example"}).status_code == 400
+    # Elsewhere Flask answers as it always does: TRUSTED_HOSTS is Flask 3.1's (3.0 ignores it).
+    from importlib.metadata import version
+
+    flask_3_1 = tuple(int(part) for part in version("flask").split(".")[:2]) >= (3, 1)
+    assert client.get("/page", headers={"Host": "evil.example"}).status_code == (400 if flask_3_1 else 200)
 
 
 def test_a_host_werkzeug_cannot_route_is_a_json_421_on_mcp_urls(make_app: Callable[..., Flask]) -> None:
