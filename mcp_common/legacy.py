@@ -802,21 +802,21 @@ class LegacyProtocol:
             if request.blocking and (dctx.progress_token is not None or _can_be_asked(connection)):
                 keep_tools_away()
             this = asyncio.current_task()
-            watches: list[asyncio.Future[None]] = []
+            watches: list[asyncio.Future[str]] = []
 
             def watch_owner_row() -> None:
                 if this is not None and not this.done():
-                    watches.append(asyncio.ensure_future(self._watch_owner_row(session.session_id, stream, this)))
+                    watches.append(self._watch_owner_row(session.session_id, stream, this))
 
             stream.on_owner_noted = watch_owner_row
 
             def unwatch() -> None:
                 stream.on_owner_noted = None
-                for watch in watches:
-                    watch.cancel()
-                # Now, not when the watch next runs: the row goes once the call has answered,
+                # Now, not when a callback next runs: the row goes once the call has answered,
                 # and a poll that saw it gone while still watched would end the whole session.
                 self.poller.discard(session.session_id, owner_key(stream.stream_key))
+                for watch in watches:
+                    watch.cancel()
 
             try:
                 reply = {"jsonrpc": "2.0", "id": message.id, "result": await run}
@@ -852,23 +852,27 @@ class LegacyProtocol:
         self.waiters.add_call(session.session_id, message.id, task)
         return HTTPResponse(200, {**SSE_HEADERS, **headers}, stream=stream.body())
 
-    async def _watch_owner_row(self, session_id: str, stream: CallStream, call: asyncio.Task[Any]) -> None:
+    def _watch_owner_row(self, session_id: str, stream: CallStream, call: asyncio.Task[Any]) -> asyncio.Future[str]:
         """Cancel the call when ``notifications/cancelled`` for it reached another worker,
         which answers the call's owner row with the cancellation (:meth:`_cancel_elsewhere`).
-        Found by the process's answer poll, as a question's answer is."""
+        Found by the process's answer poll, as a question's answer is. A callback on the
+        answer's future, not a task of its own: thousands of calls may wait at once.
+        Cancelling the returned future stops the watch."""
         key = owner_key(stream.stream_key)
         future = self.waiters.expect(session_id, key)
         self.poller.add(session_id, key, prompt=False)
-        try:
-            answer = await future
-        except SessionGone:
-            return  # the session's calls are ended with it
-        finally:
+
+        def answered(done: asyncio.Future[str]) -> None:
             self.poller.discard(session_id, key)
             self.waiters.forget(session_id, key)
-        # Any other answer is a worker's that took this one for dead, and logged the end itself.
-        if answer == _cancelled_reply(stream.call_id):
-            call.cancel()
+            if done.cancelled() or done.exception() is not None:
+                return  # unwatched, or the session ended (its calls are ended with it)
+            # Any other answer is a worker's that took this one for dead, and logged the end itself.
+            if done.result() == _cancelled_reply(stream.call_id):
+                call.cancel()
+
+        future.add_done_callback(answered)
+        return future
 
     async def _cancel_elsewhere(self, session_id: str, call_id: RequestId) -> None:
         """A call of this session running in any process, which noted its owner row: its row

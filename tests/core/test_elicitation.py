@@ -690,7 +690,7 @@ def orphaned_call(store: MemoryStore, asking: MCPEndpoint, answering: MCPEndpoin
     session = initialize(asking, {"elicitation": {}})
     # The asking worker will "die" once it has asked: from then on it never reads the store
     # again (its poll for answers given to other workers never runs).
-    asking.legacy.poller.add = lambda session_id, request_id: None  # type: ignore[method-assign]
+    asking.legacy.poller.add = lambda session_id, request_id, **_: None  # type: ignore[method-assign]
     # The asking process dies (its tool coroutine is gone): here, it is a worker on another
     # machine that stopped beating long ago.
     with pytest.MonkeyPatch.context() as patch:
