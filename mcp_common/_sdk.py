@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -94,6 +95,17 @@ def tool_error_types() -> tuple[type[Exception], type[Exception], type[Exception
     from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedResourceError, UnexpectedToolError
 
     return ToolError, UnexpectedToolError, ResourceError, UnexpectedResourceError
+
+
+def sdk_loggers() -> tuple[logging.Logger, logging.Logger]:
+    """The loggers the SDK's full path logs a ``tools/call`` on: ``MCPServer``'s (a tool's
+    failure) and its runner's (a result its surface refuses). The fast path logs the same
+    events on them, so that an operator's logging configuration sees them whichever path
+    served the call."""
+    from mcp.server import runner
+    from mcp.server.mcpserver import server
+
+    return server.logger, runner.logger
 
 
 def get_tool(server: Any, name: str) -> Any | None:

@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -64,7 +63,8 @@ from mcp_common.security import check_request
 if TYPE_CHECKING:
     from mcp_common.endpoint import MCPEndpoint
 
-logger = logging.getLogger("mcp_common.fast")
+# What the SDK logs on its full path, logged here on its loggers, with its levels and words.
+_tool_logger, _runner_logger = _sdk.sdk_loggers()
 
 SERVER_INFO_META_KEY = "io.modelcontextprotocol/serverInfo"
 
@@ -534,9 +534,10 @@ class FastPath:
             wrapped = _UnexpectedToolError(f"Error executing tool {name}")
         wrapped.__cause__ = exc
         if isinstance(wrapped, _UnexpectedToolError):
-            logger.error("Tool %r raised an unexpected exception", name, exc_info=exc)
+            # The SDK's exception, the tool's as its cause: one issue in error monitoring either way.
+            _tool_logger.error("Tool %r raised an unexpected exception", name, exc_info=wrapped)
         else:
-            logger.info("Tool %r failed: %r", name, str(wrapped))
+            _tool_logger.info("Tool %r failed: %r", name, str(wrapped))
         return CallToolResult(content=[TextContent(type="text", text=str(wrapped))], is_error=True)
 
     def _respond(self, call: _Call, outcome: Any) -> HTTPResponse:
@@ -612,7 +613,7 @@ class FastPath:
         try:
             dumped = serialize_server_result("tools/call", version, dumped)
         except ValidationError:
-            logger.exception("handler for 'tools/call' returned an invalid result")
+            _runner_logger.exception("handler for %r returned an invalid result", "tools/call")
             return MCPError(code=-32603, message="Handler returned an invalid result")
         if version in MODERN_PROTOCOL_VERSIONS:
             if dumped.get("resultType") is None:

@@ -126,7 +126,8 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {
-        "mcp_common": {"handlers": ["console"], "level": os.environ.get("MCP_EXAMPLE_LOG_LEVEL", "WARNING")},
-        "mcp_django": {"handlers": ["console"], "level": os.environ.get("MCP_EXAMPLE_LOG_LEVEL", "WARNING")},
+        # The SDK's loggers too: a tool's crash is logged on "mcp.server.mcpserver.server".
+        name: {"handlers": ["console"], "level": os.environ.get("MCP_EXAMPLE_LOG_LEVEL", "WARNING")}
+        for name in ("mcp", "mcp_common", "mcp_django")
     },
 }

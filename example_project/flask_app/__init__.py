@@ -22,7 +22,8 @@ from mcp_flask.admin import admin_blueprint
 
 def _configure_logging() -> None:
     level = os.environ.get("MCP_EXAMPLE_LOG_LEVEL", "WARNING")
-    for name in ("mcp_common", "mcp_flask"):
+    # The SDK's loggers too: a tool's crash is logged on "mcp.server.mcpserver.server".
+    for name in ("mcp", "mcp_common", "mcp_flask"):
         logger = logging.getLogger(name)
         logger.setLevel(level)
         if not logger.handlers:

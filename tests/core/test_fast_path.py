@@ -4,6 +4,7 @@ takes, and steps aside for everything else."""
 from __future__ import annotations
 
 import json
+import logging
 from typing import Annotated, Any
 
 import pytest
@@ -166,6 +167,37 @@ def test_fast_and_full_paths_answer_alike(point: MCPEndpoint, name: str, argumen
         fast = point.handle(request)
     full = full_path(point, request)
     assert (fast.status, body(fast)) == (full.status, body(full))
+
+
+FAILURES = [("crashes", {}), ("refuses", {"reason": "because"}), ("short", {"text": "longer than five"})]
+
+
+@pytest.mark.parametrize(("name", "arguments"), FAILURES, ids=[name for name, _ in FAILURES])
+def test_fast_and_full_paths_log_a_tool_failure_alike(
+    point: MCPEndpoint, name: str, arguments: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A failed call is logged once, as the SDK logs it (its logger, level and message; the
+    traceback of an unexpected one), whichever path served it: an operator who routes the
+    SDK's logger to error monitoring, or raises its level, sees every tool crash or none, not
+    those of the calls the fast path happened to take."""
+    logged = []
+    for serve in (point.fast.handle_sync, lambda request: full_path(point, request)):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="mcp"):
+            assert serve(modern_call(name, arguments)) is not None
+        logged.append([(r.name, r.levelname, r.getMessage(), _raised(r.exc_info)) for r in caplog.records])
+    fast, full = logged
+    assert fast == full
+    assert len(full) == 1 and full[0][1] == ("ERROR" if name != "refuses" else "INFO"), full
+
+
+def _raised(exc_info: Any) -> tuple[str, ...]:
+    """The types of a logged exception and of its causes (what error monitoring groups by)."""
+    exc, types = exc_info[1] if exc_info else None, []
+    while exc is not None:
+        types.append(type(exc).__name__)
+        exc = exc.__cause__
+    return tuple(types)
 
 
 TEXTS = [

@@ -347,3 +347,8 @@ def test_the_elicit_verdict_wraps_what_context_elicit_calls_and_sees_its_refusal
         context.elicit_with_validation = original
     assert [type(e) for e in seen] == [ValueError, ValueError, type(None)]
     assert tuple(str(e) for e in seen[:2]) == _sdk.ELICIT_REFUSALS
+
+
+def test_the_sdk_logs_a_tool_call_on_the_loggers_the_readme_names() -> None:
+    tool_logger, runner_logger = _sdk.sdk_loggers()
+    assert (tool_logger.name, runner_logger.name) == ("mcp.server.mcpserver.server", "mcp.server.runner")
