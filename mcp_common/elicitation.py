@@ -40,7 +40,7 @@ from contextvars import ContextVar
 from typing import Any, ClassVar
 
 from mcp.server.mcpserver import Elicit
-from pydantic import BaseModel, Field, PrivateAttr, create_model
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError, create_model
 
 from mcp_common import _sdk
 from mcp_common.jsonrpc import dumps
@@ -343,6 +343,19 @@ def note_answer(endpoint: Any, record_id: str) -> None:
         answered.append((endpoint, record_id))
 
 
+def _forget_the_answer(refusal: ValueError) -> None:
+    """The SDK's refusal of an answer, without the pydantic error it was raised from: that error
+    repeats the answer (its ``input_value``: a form's name, address...), and a tool that lets the
+    refusal through has it logged with its causes. The refused fields stay, as a note."""
+    cause = refusal.__cause__
+    if not isinstance(cause, ValidationError):
+        return
+    for error in cause.errors(include_url=False, include_input=False, include_context=False):
+        where = ".".join(str(part) for part in error["loc"]) or "the answer"
+        refusal.add_note(f"{where}: {error['msg']}")
+    refusal.__cause__ = refusal.__context__ = None
+
+
 @contextlib.asynccontextmanager
 async def refusal_verdict() -> AsyncIterator[None]:
     """Around one ``ctx.elicit`` (see :func:`mcp_common._sdk.install_elicit_verdict`): when the
@@ -353,7 +366,10 @@ async def refusal_verdict() -> AsyncIterator[None]:
     try:
         yield
     except ValueError as exc:
-        if answered and type(exc) is ValueError and str(exc) in _sdk.ELICIT_REFUSALS:
+        if type(exc) is not ValueError or str(exc) not in _sdk.ELICIT_REFUSALS:
+            raise
+        _forget_the_answer(exc)
+        if answered:
             endpoint, record_id = answered[-1]
             update = functools.partial(
                 endpoint.store.update_elicitation,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -561,6 +562,26 @@ def check_a_refused_legacy_answer_is_recorded_as_refused(
 @pytest.mark.parametrize("answer", REFUSED_ANSWERS)
 def test_a_refused_legacy_answer_is_recorded_as_refused(tool: str, answer: dict[str, Any]) -> None:
     check_a_refused_legacy_answer_is_recorded_as_refused(MemoryStore(), tool, answer)
+
+
+def test_a_refused_legacy_answer_stays_out_of_the_log(caplog: pytest.LogCaptureFixture) -> None:
+    """An answer the SDK refuses fails a tool that asked with ``ctx.elicit``: its traceback is
+    logged, but not the answer (a form's content: a name, an address), which pydantic's error
+    repeats and error monitoring would keep. The refused field is still named."""
+    store = MemoryStore()
+    asking, answering = endpoint(store), endpoint(store)
+    try:
+        session = initialize(asking, {"elicitation": {}})
+        answer = {"action": "accept", "content": {"nam": "Ada Lovelace, 12 St James's Square"}}
+        with caplog.at_level(logging.ERROR, logger="mcp"):
+            seen = run_answering(asking, answering, session, legacy_call(asking, session, "interview", {}), answer)
+        assert seen[-1]["result"]["isError"] is True, seen[-1]
+        assert "Tool 'interview' raised an unexpected exception" in caplog.text
+        assert "does not match the requested schema" in caplog.text and "name: Field required" in caplog.text
+        assert "Lovelace" not in caplog.text
+    finally:
+        for point in (asking, answering):
+            point.close()
 
 
 def test_legacy_unanswered_elicitation_expires() -> None:
