@@ -185,13 +185,21 @@ def _serve_sync(view: _Base, request: HttpRequest) -> HttpResponseBase:
     # Django's handler set this thread's request state (script prefix, URLconf, language):
     # a tool that runs on it needs nothing more (DjangoEndpoint.tool_context).
     mark_serving_thread(request)
-    return _out(endpoint.handle(translated), endpoint.iter_body)
+    return _out(request, endpoint.handle(translated), endpoint.iter_body)
 
 
-def _out(response: HTTPResponse, body: Callable[[HTTPResponse], Any]) -> HttpResponseBase:
+def _out(request: HttpRequest, response: HTTPResponse, body: Callable[[HTTPResponse], Any]) -> HttpResponseBase:
     """Django's response for the endpoint's: plain, or streamed from ``body(response)``."""
     if response.stream is None:
         return _plain(response)
+    if "HTTP_ACCEPT_ENCODING" in request.META:
+        # GZipMiddleware (and its kin, which read the same header) would compress the stream:
+        # under WSGI holding every frame back until the stream ends, under ASGI as one gzip
+        # member per frame, of which clients decode only the first. An SSE answer goes out
+        # as it is written, as the SDK's own server sends it. ``request.headers`` keeps the
+        # header for the tools that read it.
+        request.headers  # noqa: B018 (cached from META before the header leaves it)
+        del request.META["HTTP_ACCEPT_ENCODING"]
     streaming = StreamingHttpResponse(body(response), status=response.status)
     for name, value in response.headers.items():
         streaming[name] = value
@@ -227,7 +235,7 @@ class AsyncMCPView(_Base):
         if checks:
             # Permission checks read the database: in a thread, as Django runs sync code.
             translated.denied = await sync_to_async(run_checks)(checks, request)
-        return _out(await endpoint.handle_from_other_loop(translated), endpoint.aiter_body)
+        return _out(request, await endpoint.handle_from_other_loop(translated), endpoint.aiter_body)
 
 
 def default_view(**initkwargs: Any) -> Any:

@@ -12,7 +12,7 @@ from io import BytesIO
 from typing import Any
 
 import pytest
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.auth.models import User
@@ -25,6 +25,7 @@ from django.utils.functional import SimpleLazyObject
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel
 
+from mcp_common.legacy import GET_STREAM
 from mcp_django.store import DjangoStore
 from mcp_django.views import _is_django_lazy_user, _read
 
@@ -357,3 +358,42 @@ def test_an_async_tool_waiting_for_its_client_holds_no_thread() -> None:
     assert seen[-1]["result"]["content"][0]["text"] == "Ada: 0 -> 0", seen
     assert alive_while_asking == [False]
     assert len(threads) == 2 and threads[0] is not threads[1]
+
+
+@pytest.mark.parametrize("path", [ASYNC, SYNC])
+def test_djangos_gzip_middleware_leaves_sse_answers_alone(path: str) -> None:
+    """``GZipMiddleware`` compresses streamed responses for a client that accepts gzip (httpx,
+    so the official client, always does). Under ASGI it makes each SSE frame a gzip member of
+    its own, of which the client decodes only the first: the session's GET stream (here) and a
+    call's stream would deliver their priming event and nothing more. Under WSGI it holds
+    every frame back until the stream ends. An SSE answer is sent uncompressed."""
+    middleware = [MIDDLEWARE[0], "django.middleware.gzip.GZipMiddleware", *MIDDLEWARE[1:]]
+    gzip = {"Accept-Encoding": "gzip, deflate"}
+
+    async def run() -> tuple[Any, bytes, Any]:
+        client = AsyncClient()
+        opened = await client.post(
+            path, json.dumps(LEGACY_INIT), content_type="application/json", headers={"Accept": ACCEPT, **gzip}
+        )
+        session = {"Mcp-Session-Id": opened["Mcp-Session-Id"], "Mcp-Protocol-Version": "2025-11-25"}
+        # Something for the GET stream to deliver.
+        changed = '{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}'
+        await sync_to_async(DjangoStore().append_event)(opened["Mcp-Session-Id"], GET_STREAM, changed)
+        stream = await client.get(path, headers={"Accept": "text/event-stream", **gzip, **session})
+        if stream.is_async:
+            body = b"".join([chunk async for chunk in stream.streaming_content])
+        else:
+            body = b"".join(stream.streaming_content)
+        return stream, body, opened
+
+    with override_settings(
+        ROOT_URLCONF="tests.django.asgi_site",
+        MIDDLEWARE=middleware,
+        MCP={**settings.MCP, "STREAM_HOLD_SECONDS": 0.3},
+    ):
+        stream, body, opened = async_to_sync(run)()
+    assert stream["Content-Type"] == "text/event-stream"
+    assert not stream.has_header("Content-Encoding"), stream.headers
+    assert b'"method":"notifications/tools/list_changed"' in body, body[:300]
+    # A JSON answer may still be compressed: the middleware is the application's choice.
+    assert opened["Content-Encoding"] == "gzip"
