@@ -11,6 +11,17 @@ SECRET_KEY = settings_common.SECRET_KEY
 
 DEBUG = os.environ.get("MCP_EXAMPLE_DEBUG", "1") == "1"
 ALLOWED_HOSTS = ["localhost", "127.0.0.1", "[::1]"]
+# Behind a reverse proxy that serves the site as https://<MCP_EXAMPLE_PUBLIC_HOST>: Django takes
+# the public name and scheme from the proxy's X-Forwarded-Host and X-Forwarded-Proto (which the
+# proxy must set itself, never pass on from the client), and the path prefix the proxy strips
+# (MCP_EXAMPLE_SCRIPT_NAME, "/shop") as FORCE_SCRIPT_NAME.
+PUBLIC_HOST = os.environ.get("MCP_EXAMPLE_PUBLIC_HOST")
+if PUBLIC_HOST:
+    ALLOWED_HOSTS.append(PUBLIC_HOST)
+    USE_X_FORWARDED_HOST = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+if os.environ.get("MCP_EXAMPLE_SCRIPT_NAME"):
+    FORCE_SCRIPT_NAME = os.environ["MCP_EXAMPLE_SCRIPT_NAME"]
 ROOT_URLCONF = "example_project.django_site.urls"
 WSGI_APPLICATION = "example_project.django_site.wsgi.application"
 if os.environ.get("MCP_EXAMPLE_ASGI") == "1":

@@ -6,7 +6,7 @@ import json
 from django.conf import settings
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.urls import include, path
+from django.urls import get_script_prefix, include, path, reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
@@ -16,10 +16,11 @@ from mcp_django.views import default_view
 
 
 def home(request: HttpRequest) -> HttpResponse:
-    links = "".join(f"<li><code>/mcp{suffix}</code></li>" for suffix in SERVERS)
+    # Under the script prefix, where a reverse proxy serves the site under a path of its own.
+    links = "".join(f"<li><code>{get_script_prefix()}mcp{suffix}</code></li>" for suffix in SERVERS)
     return HttpResponse(
         "<!doctype html><title>MCP for Django</title><h1>MCP for Django: example site</h1>"
-        f"<p>MCP endpoints (Streamable HTTP):</p><ul>{links}</ul><p><a href='/admin/'>Admin</a></p>"
+        f"<p>MCP endpoints (Streamable HTTP):</p><ul>{links}</ul><p><a href='{reverse('admin:index')}'>Admin</a></p>"
     )
 
 

@@ -14,6 +14,7 @@ from html import escape
 from typing import Any
 
 from flask import Flask, Response
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from example_project.settings_common import DATA_DIR, SECRET_KEY, SERVERS, database_url, parse_database_url
 from mcp_flask import MCP, get_state
@@ -31,11 +32,14 @@ def _configure_logging() -> None:
 
 
 def home() -> str:
-    links = "".join(f"<li><code>{escape(url)}</code></li>" for url in get_state().endpoints)
+    from flask import request, url_for
+
+    # Under the script root, where a reverse proxy serves the app under a path of its own.
+    links = "".join(f"<li><code>{escape(request.script_root + url)}</code></li>" for url in get_state().endpoints)
     return (
         "<!doctype html><title>MCP for Flask</title><h1>MCP for Flask: example app</h1>"
         f"<p>MCP endpoints (Streamable HTTP):</p><ul>{links}</ul>"
-        "<p><a href='/mcp-admin/'>Review the questions tools asked</a> (from this machine only)</p>"
+        f"<p><a href='{url_for('mcp_admin.index')}'>Review the questions tools asked</a> (from this machine only)</p>"
     )
 
 
@@ -94,6 +98,13 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         MCP_HEARTBEAT_INTERVAL=float(os.environ.get("MCP_EXAMPLE_HEARTBEAT", "10")),
         PAYMENT_WEBHOOK_TOKEN=os.environ.get("MCP_EXAMPLE_WEBHOOK_TOKEN", "demo-webhook-token"),
     )
+    public_host = os.environ.get("MCP_EXAMPLE_PUBLIC_HOST")
+    if public_host:
+        # Behind a reverse proxy that serves the app as https://<public_host>, under the path
+        # prefix it sends as X-Forwarded-Prefix: werkzeug takes the client's address, the
+        # scheme, the public name and the prefix from the proxy's headers (one proxy).
+        app.config["MCP_ALLOWED_HOSTS"] = ["localhost", "127.0.0.1", "[::1]", public_host]
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=1, x_proto=1, x_host=1, x_prefix=1)  # type: ignore[method-assign]
     app.config.update(config or {})
     if app.config["MCP_DATABASE_URI"] == database_url() and parse_database_url(database_url())["engine"] == "sqlite":
         DATA_DIR.mkdir(parents=True, exist_ok=True)
