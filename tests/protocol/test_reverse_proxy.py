@@ -56,8 +56,8 @@ def proxy(live: LiveServer, **options: Any) -> Any:
 
 
 async def slow_human(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
-    """Answers the quantity question after 3 s: longer than the proxies' read timeout below."""
-    await asyncio.sleep(3)
+    """Answers the quantity question after 3.5 s: longer than the proxies' read timeout below."""
+    await asyncio.sleep(3.5)
     return ElicitResult(action="accept", content={"quantity": 2})
 
 
@@ -155,9 +155,9 @@ def test_under_wsgi_a_proxy_that_buffers_every_response_still_delivers(upstream:
 
 
 def test_streams_cut_by_the_proxys_read_timeout_resume_without_loss(upstream: LiveServer) -> None:
-    """The proxy cuts a response its upstream is silent on for 1.5 s (nginx's
+    """The proxy cuts a response its upstream is silent on for 2 s (nginx's
     ``proxy_read_timeout``, 60 s by default, scaled down), above ``STREAM_HOLD_SECONDS``: a
-    question answered after 3 s still completes its call, and a completion sent to a session
+    question answered after 3.5 s still completes its call, and a completion sent to a session
     idle for 4 s still reaches it, each stream resumed with ``Last-Event-ID``."""
 
     async def run(gateway: ReverseProxy) -> None:
@@ -187,7 +187,7 @@ def test_streams_cut_by_the_proxys_read_timeout_resume_without_loss(upstream: Li
                 await asyncio.sleep(0.25)
             assert notes.completed() == ["deposit-idle"]
 
-    with proxy(upstream, read_timeout=1.5) as gateway:
+    with proxy(upstream, read_timeout=2.0) as gateway:
         asyncio.run(run(gateway))
     if upstream.server == "uvicorn":
         assert gateway.cuts > 0  # the call's stream was cut while it waited: resumed
