@@ -155,7 +155,7 @@ class ReverseProxy:
             pass
         finally:
             client_w.close()
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception, asyncio.CancelledError):  # the proxy stopping
                 await client_w.wait_closed()
 
     async def _forward(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
