@@ -808,6 +808,8 @@ _TYPES: dict[str, Any] = {
     "BooleanField": bool,
     "DateField": dt.date,
     "DateTimeField": dt.datetime,
+    "TimeField": dt.time,
+    "DurationField": dt.timedelta,
     "UUIDField": uuid.UUID,
 }
 

@@ -446,6 +446,19 @@ class Document(models.Model):
 model_tools(mcp, Document, fields="__all__", permission=None)
 
 
+class Shift(models.Model):
+    """A rota's shift: a time of day and a duration (its table is made by the test that reads it)."""
+
+    starts = models.TimeField()
+    length = models.DurationField()
+
+    class Meta:
+        app_label = "expose_tests"
+
+
+model_tools(mcp, Shift, fields="__all__", filters=["starts", "length"], permission=None)
+
+
 def broken_queryset(request: HttpRequest) -> Any:
     raise RuntimeError("table orders_secret is gone")
 

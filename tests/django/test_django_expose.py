@@ -19,7 +19,7 @@ from django.test import override_settings
 
 from example_project.django_site.shop.models import Order
 from tests.django import inprocess
-from tests.django.exposed_site import Document
+from tests.django.exposed_site import Document, Shift
 from tests.expose_checks import (
     check_a_path_argument_its_url_refuses,
     check_a_search_too_long_to_match_is_refused,
@@ -480,6 +480,34 @@ def test_a_file_column_reads_as_its_name_and_a_binary_one_as_null(path: str) -> 
     finally:
         with connection.schema_editor() as editor:
             editor.delete_model(Document)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_time_and_duration_filters_take_the_values_the_rows_show(path: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A duration filter reached the query as text, which Django cannot store as a duration on
+    SQLite or MySQL: every call failed as a server error. A time or duration is typed as one
+    (ISO 8601, as the rows show them), and a value that is neither is the caller's mistake."""
+    with connection.schema_editor() as editor:
+        editor.create_model(Shift)
+    try:
+        Shift.objects.create(starts=dt.time(9, 30), length=dt.timedelta(hours=8))
+        Shift.objects.create(starts=dt.time(22, 0), length=dt.timedelta(hours=10, minutes=30))
+        caller = Caller(path, "modern")
+        night = caller.call("list_shifts", length="P0DT10H30M00S")["structuredContent"]["results"]
+        assert [(row["starts"], row["length"]) for row in night] == [("22:00:00", "P0DT10H30M00S")]
+        day = caller.call("list_shifts", starts="09:30:00")["structuredContent"]["results"]
+        assert [row["length"] for row in day] == ["P0DT08H00M00S"]
+        properties = caller.tools()["list_shifts"]["inputSchema"]["properties"]
+        assert {"type": "string", "format": "duration"} in properties["length"]["anyOf"]
+        assert {"type": "string", "format": "time"} in properties["starts"]["anyOf"]
+        caplog.clear()
+        for bad in ({"length": "a while"}, {"starts": "teatime"}):
+            refused = caller.call("list_shifts", **bad)
+            assert refused["isError"] is True and "validation error" in text(refused), (bad, refused)
+        assert not [record for record in caplog.records if record.exc_info], caplog.text
+    finally:
+        with connection.schema_editor() as editor:
+            editor.delete_model(Shift)
 
 
 @pytest.mark.parametrize("path", PATHS)
