@@ -46,7 +46,7 @@ from flask import Flask, Response, current_app, g, request, url_for
 from flask.views import View
 from mcp.types import CallToolResult
 from pydantic import BaseModel
-from sqlalchemy.orm import Mapper, Session
+from sqlalchemy.orm import Mapper, Session, scoped_session
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.http import HTTP_STATUS_CODES
 from werkzeug.routing import BuildError
@@ -479,7 +479,7 @@ def model_tools(
                 with _CallerRequest(tool_names[action], _mcp_path(), "GET", {}) as caller:
                     if caller.answer is None:
                         try:
-                            return read(_session(session, owner), values)
+                            return _read(_session(session, owner), read, values)
                         except Exception:
                             # The client gets no database detail; the log gets the traceback.
                             return failed(tool_names[action], "the query")
@@ -528,6 +528,22 @@ def _column(columns: Mapping[str, Any], name: str, owner: str, option: str) -> A
     if name not in columns:
         raise ValueError(f"{owner}: {option} names {name!r}, which is not a column of the model")
     return columns[name]
+
+
+def _read(
+    db: Session, read: Callable[[Session, dict[str, Any]], CallToolResult], values: dict[str, Any]
+) -> CallToolResult:
+    """``read(db, values)``, ending the transaction the read began, if it began one: its
+    connection goes back to the pool now, not when the session is collected (a session made
+    per call, ``session=lambda: Session(engine)``, would hold it until then). A transaction
+    the session already had is left to its owner."""
+    own = db() if isinstance(db, scoped_session) else db  # Flask-SQLAlchemy's db.session is a registry
+    began = not own.in_transaction()
+    try:
+        return read(db, values)
+    finally:
+        if began:
+            own.rollback()  # a read: nothing to commit
 
 
 def _session(session: Callable[[], Session] | None, owner: str) -> Session:

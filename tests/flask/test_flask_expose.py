@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import gc
 import json
 from collections.abc import Callable, Iterator
 from decimal import Decimal
@@ -345,6 +346,30 @@ def test_model_tools_read_with_the_session_given_or_say_how_to_get_one(
     assert missing["isError"] is True and text(missing) == "500 Internal Server Error: the query failed."
     assert any("db.init_app(app)" in str(record.exc_info) for record in caplog.records if record.exc_info)
     engine.dispose()
+
+
+def test_a_session_given_returns_its_connection_after_each_call(make_app: Callable[..., Flask], tmp_path: Path) -> None:
+    """``session=lambda: Session(engine)``, as a plain SQLAlchemy app writes it: the session a
+    call read with kept its connection checked out until the garbage collector found it, so
+    a busy server ran out of its pool's connections and calls waited, then failed."""
+    engine = create_engine(f"sqlite:///{tmp_path / 'pool.sqlite3'}", pool_size=1, max_overflow=0, pool_timeout=1)
+    exposed_app.Base.metadata.create_all(engine)
+    server = MCPServer("plain SQLAlchemy")
+    model_tools(server, User, fields=["name"], session=lambda: Session(engine))
+    app = make_app()
+    MCP(app, server=server)
+    MCP.migrate(app)
+    caller = Caller(app, None, "modern")
+    gc.disable()  # the session is in a reference cycle: only the collector would free it
+    try:
+        for _ in range(3):
+            assert caller.call("list_users")["structuredContent"]["count"] == 0
+            assert engine.pool.checkedout() == 0
+        assert caller.call("get_user", id=1)["isError"] is True
+        assert engine.pool.checkedout() == 0
+    finally:
+        gc.enable()
+        engine.dispose()
 
 
 class _Plain(DeclarativeBase):
