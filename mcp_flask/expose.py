@@ -500,7 +500,8 @@ def model_tools(
                     statement = statement.where(sa.or_(*(column.ilike(pattern, escape="\\") for column in searched)))
                 page, size = values["page"], values["page_size"]
                 count = db.scalar(sa.select(sa.func.count()).select_from(statement.order_by(None).subquery())) or 0
-                chunk = db.scalars(statement.order_by(*order).limit(size).offset((page - 1) * size)).all()
+                # unique(): SQLAlchemy hands out no rows of a joined eager collection without it.
+                chunk = db.scalars(statement.order_by(*order).limit(size).offset((page - 1) * size)).unique().all()
                 return page_result([serialize(obj) for obj in chunk], count, page, size)
 
             filter_types = {name: _annotation(column) for name, column in filtered.items()}
@@ -512,7 +513,7 @@ def model_tools(
             pk = columns[key]
 
             def get_row(db: Session, values: dict[str, Any]) -> CallToolResult:
-                obj = db.scalars(rows().where(pk == values[key]).limit(1)).first()
+                obj = db.scalars(rows().where(pk == values[key]).limit(1)).unique().first()
                 if obj is None:
                     return error(f"No {singular} with {key} {values[key]}.")
                 return object_result(serialize(obj))

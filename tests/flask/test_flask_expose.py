@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from flask import Flask
 from mcp.server import MCPServer
-from sqlalchemy import DateTime, create_engine, select
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from sqlalchemy import DateTime, ForeignKey, String, Text, create_engine, event, select
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
 from mcp_common.fast import FastPath
 from mcp_flask import MCP, model_tools, view_tool
@@ -413,3 +413,55 @@ def test_model_tools_give_an_aware_column_its_utc_marker_on_sqlite(
         assert caller.call("list_deliveries")["structuredContent"]["results"] == [expected]
         assert caller.call("get_delivery", id=1)["structuredContent"] == expected
     engine.dispose()
+
+
+class Crate(_Plain):
+    """A model loading its bottles with it (a joined eager collection), its manifest on demand."""
+
+    __tablename__ = "crate"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    label: Mapped[str] = mapped_column(String(20))
+    manifest: Mapped[str] = mapped_column(Text, deferred=True)
+    bottles: Mapped[list[Bottle]] = relationship(lazy="joined")
+
+
+class Bottle(_Plain):
+    __tablename__ = "bottle"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    crate_id: Mapped[int] = mapped_column(ForeignKey("crate.id"))
+
+
+@pytest.fixture
+def crates(make_app: Callable[..., Flask], tmp_path: Path) -> Iterator[tuple[Caller, list[str]]]:
+    """Two crates of two bottles each, listed one to a page; and the SQL each call runs."""
+    engine = create_engine(f"sqlite:///{tmp_path / 'crates.sqlite3'}")
+    _Plain.metadata.create_all(engine)
+    with Session(engine) as session, session.begin():
+        for crate in (1, 2):
+            session.add(Crate(id=crate, label=f"crate {crate}", manifest=f"manifest {crate}"))
+            session.add_all([Bottle(id=crate * 10 + n, crate_id=crate) for n in (1, 2)])
+    server = MCPServer("crates")
+    model_tools(server, Crate, fields=["id", "label"], page_size=1, session=lambda: Session(engine))
+    model_tools(
+        server, Crate, fields=["id", "manifest"], session=lambda: Session(engine),
+        names={"list": "list_manifests", "get": "get_manifest"},
+    )  # fmt: skip
+    app = make_app()
+    MCP(app, server=server)
+    MCP.migrate(app)
+    statements: list[str] = []
+    event.listen(engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+    yield Caller(app, None, "modern"), statements
+    engine.dispose()
+
+
+def test_a_model_with_a_joined_eager_collection_is_listed(crates: tuple[Caller, list[str]]) -> None:
+    """``relationship(lazy="joined")`` on a collection: SQLAlchemy refuses to hand out the
+    rows of such a query without ``unique()``, so every call failed as a server error."""
+    caller, _ = crates
+    first = caller.call("list_crates")["structuredContent"]
+    assert (first["results"], first["count"], first["pages"]) == ([{"id": 1, "label": "crate 1"}], 2, 2)
+    assert caller.call("list_crates", page=2)["structuredContent"]["results"] == [{"id": 2, "label": "crate 2"}]
+    assert caller.call("get_crate", id=2)["structuredContent"] == {"id": 2, "label": "crate 2"}
