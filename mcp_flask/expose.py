@@ -46,7 +46,7 @@ from flask import Flask, Response, current_app, g, request, url_for
 from flask.views import View
 from mcp.types import CallToolResult
 from pydantic import BaseModel
-from sqlalchemy.orm import Mapper, Session, scoped_session
+from sqlalchemy.orm import Mapper, Session, scoped_session, undefer
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.http import HTTP_STATUS_CODES
 from werkzeug.routing import BuildError
@@ -457,8 +457,13 @@ def model_tools(
         tool_names = {**default_names(singular, pluralize(singular)), **(names or {})}
         guard = permission_required(permission) if permission is not None else None
 
+        # A column mapped deferred=True that the tool shows is read with its row, not by a
+        # query of its own per row.
+        deferred = [undefer(columns[name]) for name in shown if mapper.column_attrs[name].deferred]
+
         def rows() -> sa.Select[Any]:
-            return query() if query is not None else sa.select(model)
+            statement = query() if query is not None else sa.select(model)
+            return statement.options(*deferred) if deferred else statement
 
         # SQLite keeps no offset: an aware column reads back naive there (it is aware on
         # PostgreSQL, and under Django on every backend). Its wall time is read as UTC.

@@ -465,3 +465,15 @@ def test_a_model_with_a_joined_eager_collection_is_listed(crates: tuple[Caller, 
     assert (first["results"], first["count"], first["pages"]) == ([{"id": 1, "label": "crate 1"}], 2, 2)
     assert caller.call("list_crates", page=2)["structuredContent"]["results"] == [{"id": 2, "label": "crate 2"}]
     assert caller.call("get_crate", id=2)["structuredContent"] == {"id": 2, "label": "crate 2"}
+
+
+def test_a_deferred_column_shown_is_read_with_its_rows(crates: tuple[Caller, list[str]]) -> None:
+    """A column mapped ``deferred=True`` that the tool shows was loaded by a query of its own
+    for every row of the page (N+1): it is read with the rows."""
+    caller, statements = crates
+    listed = caller.call("list_manifests")["structuredContent"]["results"]
+    assert listed == [{"id": 1, "manifest": "manifest 1"}, {"id": 2, "manifest": "manifest 2"}]
+    assert len(statements) == 2, statements  # the count and the page
+    statements.clear()
+    assert caller.call("get_manifest", id=2)["structuredContent"] == {"id": 2, "manifest": "manifest 2"}
+    assert len(statements) == 1, statements
