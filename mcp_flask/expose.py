@@ -496,14 +496,16 @@ def model_tools(
 
             def list_rows(db: Session, values: dict[str, Any]) -> CallToolResult:
                 statement = rows()
+                page, size = values["page"], values["page_size"]
                 for name, column in filtered.items():
                     if values.get(name) is not None:
+                        if _beyond(column, values[name], db, mapper):
+                            return page_result([], 0, page, size)
                         statement = statement.where(column == _column_value(column, values[name]))
                 text = values.get("search")
                 if text:
                     pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
                     statement = statement.where(sa.or_(*(column.ilike(pattern, escape="\\") for column in searched)))
-                page, size = values["page"], values["page_size"]
                 count = db.scalar(sa.select(sa.func.count()).select_from(statement.order_by(None).subquery())) or 0
                 # unique(): SQLAlchemy hands out no rows of a joined eager collection without it.
                 chunk = db.scalars(statement.order_by(*order).limit(size).offset((page - 1) * size)).unique().all()
@@ -518,7 +520,8 @@ def model_tools(
             pk = columns[key]
 
             def get_row(db: Session, values: dict[str, Any]) -> CallToolResult:
-                obj = db.scalars(rows().where(pk == values[key]).limit(1)).unique().first()
+                beyond = _beyond(pk, values[key], db, mapper)
+                obj = None if beyond else db.scalars(rows().where(pk == values[key]).limit(1)).unique().first()
                 if obj is None:
                     return error(f"No {singular} with {key} {values[key]}.")
                 return object_result(serialize(obj))
@@ -575,6 +578,23 @@ def _annotation(column: Any) -> Any:
         return kind.python_type
     except NotImplementedError:
         return str
+
+
+def _beyond(column: Any, value: Any, db: Session, mapper: Mapper[Any]) -> bool:
+    """Whether ``value`` is an integer past what the integer ``column`` holds, so no row has
+    it: SQLite (64 bits) and PostgreSQL (by the column's type) refuse it in a query, as an
+    error, where Django's lookups match nothing. MySQL compares it, matching nothing itself."""
+    if type(value) is not int or not isinstance(column.type, sa.Integer):
+        return False
+    dialect = db.get_bind(mapper).dialect.name  # the model's database (a bind of its own)
+    if dialect == "postgresql":
+        kind = column.type
+        bits = 16 if isinstance(kind, sa.SmallInteger) else 64 if isinstance(kind, sa.BigInteger) else 32
+    elif dialect == "sqlite":
+        bits = 64
+    else:
+        return False
+    return not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1)
 
 
 def _column_value(column: Any, value: Any) -> Any:

@@ -273,6 +273,22 @@ def test_one_row_by_key_only_within_the_callers_query(app: Flask, era: str, shop
     assert refused["isError"] is True and text(refused) == f"No order with id {ids['B-1']}."
 
 
+def test_a_key_no_column_can_hold_matches_no_row(
+    app: Flask, shop: dict[str, int], caplog: pytest.LogCaptureFixture
+) -> None:
+    """An integer past what the column holds (past 64 bits on SQLite, past 32 bits for an
+    ``Integer`` on PostgreSQL) cannot be a row's: the driver refused it, and the call failed as
+    a server error. It matches nothing, as under Django."""
+    clerk = Caller(app, "clerk", "modern")
+    for key in (2**31, -(2**31) - 1, 2**63, 2**70):
+        missing = clerk.call("get_order", id=key)
+        assert missing["isError"] is True and text(missing) == f"No order with id {key}.", missing
+        listed = clerk.call("list_orders", owner_id=key)["structuredContent"]
+        assert (listed["results"], listed["count"]) == ([], 0), key
+    assert not [record for record in caplog.records if record.exc_info], caplog.text
+    assert clerk.call("list_orders", owner_id=shop["bob"])["structuredContent"]["count"] == 1
+
+
 @pytest.mark.parametrize("era", ERAS)
 def test_model_tools_follow_their_permission_and_check_their_arguments(
     app: Flask, era: str, shop: dict[str, int]
