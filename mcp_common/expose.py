@@ -15,6 +15,7 @@ import datetime as dt
 import decimal
 import enum
 import inspect
+import ipaddress
 import json
 import logging
 import math
@@ -506,7 +507,8 @@ def object_result(row: dict[str, Any]) -> CallToolResult:
 def json_value(value: Any) -> Any:
     """A column's value as JSON, as Django's ``DjangoJSONEncoder`` writes it: ``Decimal`` and
     ``UUID`` as strings, times in ISO 8601 to the millisecond with ``Z`` for UTC, durations as
-    ISO 8601 durations, enums by value."""
+    ISO 8601 durations, enums by value; an IP address or network as its text, a PostgreSQL
+    range as its ``lower``, ``upper`` and ``bounds`` (``{"empty": true}`` for an empty one)."""
     if isinstance(value, enum.Enum):
         return json_value(value.value)
     if isinstance(value, dt.datetime):
@@ -525,11 +527,23 @@ def json_value(value: Any) -> Any:
         return str(value)
     if isinstance(value, bytes | bytearray | memoryview):
         return None  # binary columns say nothing a model can read
+    if isinstance(value, ipaddress.IPv4Address | ipaddress.IPv6Address | ipaddress.IPv4Network | ipaddress.IPv6Network):
+        return str(value)  # PostgreSQL's inet and cidr, as psycopg reads them
+    if _is_range(value):
+        if value.isempty:
+            return {"empty": True}
+        return {"lower": json_value(value.lower), "upper": json_value(value.upper), "bounds": value.bounds}
     if isinstance(value, list | tuple):
         return [json_value(item) for item in value]
     if isinstance(value, dict):
         return {str(key): json_value(item) for key, item in value.items()}
     return value
+
+
+def _is_range(value: Any) -> bool:
+    """Whether ``value`` is a PostgreSQL range as psycopg or SQLAlchemy reads one (written as
+    Django's ``dumpdata`` writes a ``RangeField``'s value)."""
+    return all(hasattr(value, name) for name in ("lower", "upper", "bounds", "isempty"))
 
 
 def _iso_duration(duration: dt.timedelta) -> str:

@@ -959,10 +959,11 @@ def _register_model(
 
 def _value(value: Any) -> Any:
     """A field's value as the JSON encoder can write it: a file as its name (``None`` without
-    one), binary data as ``None`` (as :func:`json_value` writes it)."""
+    one), the rest as :func:`json_value` writes it (binary data as ``None``, a PostgreSQL
+    range field's value as its bounds: ``DjangoJSONEncoder`` knows neither)."""
     if isinstance(value, FieldFile):
         return value.name or None
-    return json_value(value) if isinstance(value, bytes | bytearray | memoryview) else value
+    return json_value(value)
 
 
 def _field(meta: Any, name: str, owner: str) -> Any:

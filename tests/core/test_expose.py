@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import ipaddress
 import uuid
 from decimal import Decimal
 
@@ -52,6 +53,25 @@ def test_values_are_written_as_djangos_json_encoder_writes_them() -> None:
     assert json_value(Decimal("7.25")) == "7.25"
     key = uuid.uuid4()
     assert json_value([key, Colour.RED]) == [str(key), "red"]
+
+
+def test_postgresql_addresses_and_ranges_are_written_as_json() -> None:
+    """psycopg reads an ``inet``/``cidr`` column as an ``ipaddress`` object (under SQLAlchemy)
+    and a range column as a ``Range``: JSON has no such values, and a page holding one failed
+    as a server error. An address is its text; a range is written as Django's ``dumpdata``
+    writes a ``RangeField``'s value, its bounds as values are written."""
+    from psycopg.types.range import Range as PsycopgRange
+    from sqlalchemy.dialects.postgresql import Range as SQLAlchemyRange
+
+    assert json_value([ipaddress.ip_address("10.0.0.1"), ipaddress.ip_network("2001:db8::/32")]) == [
+        "10.0.0.1", "2001:db8::/32",
+    ]  # fmt: skip
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    for kind in (PsycopgRange, SQLAlchemyRange):
+        assert json_value(kind(start, None)) == {"lower": "2026-01-01T00:00:00Z", "upper": None, "bounds": "[)"}
+        assert json_value(kind(1, 10, bounds="[]")) == {"lower": 1, "upper": 10, "bounds": "[]"}
+    assert json_value(PsycopgRange(empty=True)) == {"empty": True}
+    assert json_value(SQLAlchemyRange(empty=True)) == {"empty": True}
 
 
 def test_query_strings_and_plurals() -> None:

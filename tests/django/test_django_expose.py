@@ -510,6 +510,17 @@ def test_time_and_duration_filters_take_the_values_the_rows_show(path: str, capl
             editor.delete_model(Shift)
 
 
+def test_a_range_fields_value_reads_as_its_bounds() -> None:
+    """psycopg reads a ``contrib.postgres`` range field as a ``Range``, which
+    ``DjangoJSONEncoder`` cannot write: a page holding one failed as a server error."""
+    from psycopg.types.range import Range
+
+    from mcp_django.expose import _value
+
+    during = Range(dt.date(2026, 1, 1), dt.date(2026, 2, 1))
+    assert json.loads(json.dumps(_value(during))) == {"lower": "2026-01-01", "upper": "2026-02-01", "bounds": "[)"}
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_a_failing_query_is_a_bare_server_error(path: str, caplog: pytest.LogCaptureFixture) -> None:
     caller = Caller(path, "modern")

@@ -11,11 +11,13 @@ import json
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from flask import Flask
 from mcp.server import MCPServer
 from sqlalchemy import DateTime, ForeignKey, String, Text, create_engine, event, select
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
 from mcp_common.fast import FastPath
@@ -493,3 +495,43 @@ def test_a_deferred_column_shown_is_read_with_its_rows(crates: tuple[Caller, lis
     statements.clear()
     assert caller.call("get_manifest", id=2)["structuredContent"] == {"id": 2, "manifest": "manifest 2"}
     assert len(statements) == 1, statements
+
+
+class _PostgresOnly(DeclarativeBase):
+    pass
+
+
+class Lease(_PostgresOnly):
+    """An address leased for a while: PostgreSQL's own column types."""
+
+    __tablename__ = "lease"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    address: Mapped[str] = mapped_column(postgresql.INET)
+    during: Mapped[Any] = mapped_column(postgresql.DATERANGE)
+
+
+@pytest.mark.postgres
+def test_postgresql_addresses_and_ranges_read_as_json(
+    make_app: Callable[..., Flask], pg_databases: PostgresDatabases
+) -> None:
+    """psycopg reads ``inet`` as an ``ipaddress`` object and a range as a ``Range``, which no
+    JSON encoder writes: every call reading one failed as a server error."""
+    engine = create_engine(pg_databases.new().replace("postgresql://", "postgresql+psycopg://", 1))
+    _PostgresOnly.metadata.create_all(engine)
+    with Session(engine) as session, session.begin():
+        session.add(Lease(id=1, address="10.0.0.7", during=postgresql.Range(dt.date(2026, 1, 1), dt.date(2026, 2, 1))))
+    server = MCPServer("leases")
+    model_tools(server, Lease, fields="__all__", session=lambda: Session(engine))
+    app = make_app()
+    MCP(app, server=server)
+    MCP.migrate(app)
+    expected = {
+        "id": 1,
+        "address": "10.0.0.7",
+        "during": {"lower": "2026-01-01", "upper": "2026-02-01", "bounds": "[)"},
+    }
+    caller = Caller(app, None, "modern")
+    assert caller.call("list_leases")["structuredContent"]["results"] == [expected]
+    assert caller.call("get_lease", id=1)["structuredContent"] == expected
+    engine.dispose()
