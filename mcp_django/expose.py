@@ -48,6 +48,7 @@ from django.conf import settings
 from django.core.exceptions import (
     BadRequest,
     FieldDoesNotExist,
+    FieldError,
     ImproperlyConfigured,
     PermissionDenied,
     SuspiciousOperation,
@@ -56,6 +57,7 @@ from django.core.handlers.wsgi import WSGIRequest
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.db.models import Q
+from django.db.models.constants import LOOKUP_SEP
 from django.db.models.fields.files import FieldFile
 from django.http import Http404, HttpRequest, HttpResponseBase
 from django.shortcuts import resolve_url
@@ -883,6 +885,7 @@ def _register_model(
     for field in searched:
         if field.get_internal_type() not in ("CharField", "TextField", "SlugField", "EmailField", "URLField"):
             raise ImproperlyConfigured(f"{owner}: search field {field.name!r} is not a text field")
+    _check_ordering(model, ordering or (), owner)
     order = list(ordering or meta.ordering or ()) or ["pk"]
     if "pk" not in order and meta.pk.name not in order:
         order.append("pk")  # pages must not overlap: the order has to be total
@@ -964,6 +967,33 @@ def _value(value: Any) -> Any:
     if isinstance(value, FieldFile):
         return value.name or None
     return json_value(value)
+
+
+def _check_ordering(model: type[models.Model], ordering: Sequence[Any], owner: str) -> None:
+    """``ordering=`` must name the model's fields (else every list call would fail), and not be
+    random (``"?"``: pages would overlap). Lookups through relations are checked once the
+    models are loaded (``model_tools`` may run in a ``models.py``)."""
+    names = [item.removeprefix("-") for item in ordering if isinstance(item, str)]
+    if "?" in names:
+        raise ImproperlyConfigured(f'{owner}: ordering cannot be random ("?"): pages would overlap')
+    for name in names:
+        first = name.split(LOOKUP_SEP, 1)[0]
+        if first != "pk":
+            try:
+                model._meta.get_field(first)
+            except FieldDoesNotExist:
+                raise ImproperlyConfigured(
+                    f"{owner}: ordering names {name!r}, not a field of {model._meta.label}"
+                ) from None
+    if apps.ready:
+        query = models.QuerySet(model).query
+        for name in names:
+            try:
+                _path, last, _targets, rest = query.names_to_path(name.split(LOOKUP_SEP), model._meta)
+            except FieldError as exc:
+                raise ImproperlyConfigured(f"{owner}: ordering names {name!r}: {exc}") from None
+            if rest and last.get_transform(rest[0]) is None:  # placed__year is a transform
+                raise ImproperlyConfigured(f"{owner}: ordering names {name!r}, which has no {rest[0]!r}")
 
 
 def _field(meta: Any, name: str, owner: str) -> Any:

@@ -444,6 +444,21 @@ def test_text_no_database_or_url_can_carry_is_a_clear_argument_error(
     check_a_search_too_long_to_match_is_refused(Caller(path, era, shop["clerk"]), caplog)
 
 
+def test_an_ordering_naming_no_field_fails_at_start_up() -> None:
+    """A misspelt ``ordering=`` was accepted, and every call of the list tool then failed as a
+    server error: it is refused when the tools are registered, naming it, as Flask's are."""
+    from django.core.exceptions import ImproperlyConfigured
+    from mcp.server import MCPServer
+
+    from mcp_django import model_tools
+
+    server = MCPServer("Misconfigured")
+    for ordering in (["-plaaced"], ["customer", "owner__nickname"], ["?"]):
+        with pytest.raises(ImproperlyConfigured, match="ordering"):
+            model_tools(server, Order, fields=["number"], ordering=ordering, permission=None)
+    model_tools(server, Order, fields=["number"], ordering=["-placed", "owner__username", "pk"], permission=None)
+
+
 def test_model_tool_names_do_not_follow_the_language_active_at_registration() -> None:
     """The server module may be imported during a request (the URLconf loads lazily), with
     LocaleMiddleware's language active: ``User``'s verbose name is "utilisateur" in French, yet
