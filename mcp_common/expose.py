@@ -507,10 +507,13 @@ def object_result(row: dict[str, Any]) -> CallToolResult:
 def json_value(value: Any) -> Any:
     """A column's value as JSON, as Django's ``DjangoJSONEncoder`` writes it: ``Decimal`` and
     ``UUID`` as strings, times in ISO 8601 to the millisecond with ``Z`` for UTC, durations as
-    ISO 8601 durations, enums by value; an IP address or network as its text, a PostgreSQL
-    range as its ``lower``, ``upper`` and ``bounds`` (``{"empty": true}`` for an empty one)."""
+    ISO 8601 durations, enums by value; a float JSON cannot write (``NaN``) as ``None``, an IP
+    address or network as its text, a PostgreSQL range as its ``lower``, ``upper`` and
+    ``bounds`` (``{"empty": true}`` for an empty one)."""
     if isinstance(value, enum.Enum):
         return json_value(value.value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # NaN and the infinities are not JSON (the wire writes them as null too)
     if isinstance(value, dt.datetime):
         text = value.isoformat()
         if value.microsecond:

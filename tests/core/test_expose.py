@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import ipaddress
+import json
 import uuid
 from decimal import Decimal
 
@@ -21,6 +22,7 @@ from mcp_common.expose import (
     error,
     html_to_text,
     json_value,
+    page_result,
     pluralize,
     query_pairs,
     tool_arguments,
@@ -72,6 +74,17 @@ def test_postgresql_addresses_and_ranges_are_written_as_json() -> None:
         assert json_value(kind(1, 10, bounds="[]")) == {"lower": 1, "upper": 10, "bounds": "[]"}
     assert json_value(PsycopgRange(empty=True)) == {"empty": True}
     assert json_value(SQLAlchemyRange(empty=True)) == {"empty": True}
+
+
+def test_a_float_json_cannot_write_is_null_in_the_text_as_in_the_structured_content() -> None:
+    """PostgreSQL's float columns hold ``NaN`` and the infinities: the page's text said ``NaN``,
+    which is not JSON (a client parsing it fails), while its structured content said ``null``."""
+    row = {"weight": json_value(float("nan")), "depth": json_value([float("inf"), -float("inf"), 1.5])}
+    page = page_result([row], 1, 1, 20)
+    assert json.loads(page.content[0].text, parse_constant=pytest.fail) == page.structured_content  # type: ignore[union-attr]
+    assert page.structured_content == {
+        "results": [{"weight": None, "depth": [None, None, 1.5]}], "count": 1, "page": 1, "pages": 1,
+    }  # fmt: skip
 
 
 def test_query_strings_and_plurals() -> None:
