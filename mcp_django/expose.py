@@ -39,7 +39,7 @@ import logging
 import uuid
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import Annotated, Any, Literal, NamedTuple, TypeVar
 from urllib.parse import unquote, urlencode
 
 from asgiref.sync import iscoroutinefunction, sync_to_async
@@ -75,7 +75,7 @@ from django.utils import translation
 from django.utils.functional import empty
 from django.utils.module_loading import import_string
 from mcp.types import CallToolResult
-from pydantic import BaseModel
+from pydantic import AfterValidator, BaseModel
 
 from mcp_common.expose import (
     BODY_METHODS,
@@ -804,13 +804,22 @@ _INTEGER_TYPES = {
     "PositiveSmallIntegerField",
     "PositiveBigIntegerField",
 }
+
+
+def _time_of_day(value: dt.time) -> dt.time:
+    # Django cannot compare a time with an offset with a TimeField on SQLite or MySQL (it raises).
+    if value.tzinfo is not None:
+        raise ValueError("a time of day has no offset here")
+    return value
+
+
 _TYPES: dict[str, Any] = {
     "FloatField": float,
     "DecimalField": decimal.Decimal,
     "BooleanField": bool,
     "DateField": dt.date,
     "DateTimeField": dt.datetime,
-    "TimeField": dt.time,
+    "TimeField": Annotated[dt.time, AfterValidator(_time_of_day)],
     "DurationField": dt.timedelta,
     "UUIDField": uuid.UUID,
 }

@@ -516,7 +516,8 @@ def test_time_and_duration_filters_take_the_values_the_rows_show(path: str, capl
         assert {"type": "string", "format": "duration"} in properties["length"]["anyOf"]
         assert {"type": "string", "format": "time"} in properties["starts"]["anyOf"]
         caplog.clear()
-        for bad in ({"length": "a while"}, {"starts": "teatime"}):
+        # A time of day with an offset: Django cannot compare one with a TimeField on SQLite or MySQL.
+        for bad in ({"length": "a while"}, {"starts": "teatime"}, {"starts": "09:30:00Z"}):
             refused = caller.call("list_shifts", **bad)
             assert refused["isError"] is True and "validation error" in text(refused), (bad, refused)
         assert not [record for record in caplog.records if record.exc_info], caplog.text
