@@ -71,7 +71,7 @@ from django.urls import (
     get_urlconf,
     reverse,
 )
-from django.utils import translation
+from django.utils import timezone, translation
 from django.utils.functional import empty
 from django.utils.module_loading import import_string
 from mcp.types import CallToolResult
@@ -930,7 +930,7 @@ def _register_model(
 
         def listing(values: dict[str, Any]) -> CallToolResult:
             query = rows(serving_request()).filter(
-                **{n: v for n, v in values.items() if n in filter_types and v is not None}
+                **{n: _stored_time(v) for n, v in values.items() if n in filter_types and v is not None}
             )
             text = values.get("search")
             if text:
@@ -967,6 +967,17 @@ def _register_model(
 
         spec, described = get_tool(pk.name, _annotation(pk), str(meta.verbose_name), owner)
         add_tool(server, tool_names["get"], described, spec, get_row, guard)
+
+
+def _stored_time(value: Any) -> Any:
+    """A filter's value, a datetime as Django stores one: aware with ``USE_TZ`` (a naive one is
+    in the current time zone, as a form reads it), naive in the current time zone without it
+    (Django refuses an aware one there on SQLite and MySQL)."""
+    if not isinstance(value, dt.datetime):
+        return value
+    if settings.USE_TZ:
+        return timezone.make_aware(value) if timezone.is_naive(value) else value
+    return timezone.make_naive(value) if timezone.is_aware(value) else value
 
 
 def _value(value: Any) -> Any:

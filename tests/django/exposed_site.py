@@ -451,12 +451,13 @@ class Shift(models.Model):
 
     starts = models.TimeField()
     length = models.DurationField()
+    rostered = models.DateTimeField(null=True)
 
     class Meta:
         app_label = "expose_tests"
 
 
-model_tools(mcp, Shift, fields="__all__", filters=["starts", "length"], permission=None)
+model_tools(mcp, Shift, fields="__all__", filters=["starts", "length", "rostered"], permission=None)
 
 
 def broken_queryset(request: HttpRequest) -> Any:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import warnings
 from decimal import Decimal
 from typing import Any
 
@@ -521,6 +522,28 @@ def test_time_and_duration_filters_take_the_values_the_rows_show(path: str, capl
             refused = caller.call("list_shifts", **bad)
             assert refused["isError"] is True and "validation error" in text(refused), (bad, refused)
         assert not [record for record in caplog.records if record.exc_info], caplog.text
+    finally:
+        with connection.schema_editor() as editor:
+            editor.delete_model(Shift)
+
+
+@pytest.mark.parametrize("use_tz", [True, False])
+def test_a_date_time_filter_takes_a_time_with_or_without_an_offset(use_tz: bool) -> None:
+    """Without ``USE_TZ`` Django cannot compare a time with an offset on SQLite or MySQL (it
+    raises: the call failed as a server error); with it, a naive one warned on every call. A
+    filter's time is read as Django reads a form's: in the current time zone, when it has no
+    offset (``TIME_ZONE``, UTC here)."""
+    with override_settings(USE_TZ=use_tz), connection.schema_editor() as editor:
+        editor.create_model(Shift)
+    try:
+        with override_settings(USE_TZ=use_tz, TIME_ZONE="UTC"), warnings.catch_warnings():
+            warnings.simplefilter("error")  # a naive datetime while time zone support is active
+            at = dt.datetime(2026, 3, 1, 9, 30, tzinfo=dt.UTC if use_tz else None)
+            Shift.objects.create(starts=dt.time(9, 30), length=dt.timedelta(hours=8), rostered=at)
+            caller = Caller("/mcp-sync", "modern")
+            for rostered in ("2026-03-01T09:30:00Z", "2026-03-01T10:30:00+01:00", "2026-03-01T09:30:00"):
+                found = caller.call("list_shifts", rostered=rostered)
+                assert found.get("structuredContent", {}).get("count") == 1, (rostered, found)
     finally:
         with connection.schema_editor() as editor:
             editor.delete_model(Shift)
