@@ -380,10 +380,7 @@ def test_djangos_gzip_middleware_leaves_sse_answers_alone(path: str) -> None:
         changed = '{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}'
         await sync_to_async(DjangoStore().append_event)(opened["Mcp-Session-Id"], GET_STREAM, changed)
         stream = await client.get(path, headers={"Accept": "text/event-stream", **gzip, **session})
-        if stream.is_async:
-            body = b"".join([chunk async for chunk in stream.streaming_content])
-        else:
-            body = b"".join(stream.streaming_content)
+        body = b"".join([chunk async for chunk in stream.streaming_content]) if stream.is_async else b""
         return stream, body, opened
 
     with override_settings(
@@ -392,6 +389,10 @@ def test_djangos_gzip_middleware_leaves_sse_answers_alone(path: str) -> None:
         MCP={**settings.MCP, "STREAM_HOLD_SECONDS": 0.3},
     ):
         stream, body, opened = async_to_sync(run)()
+        if not stream.is_async:
+            # The sync view's stream is read as a WSGI server reads it: from a thread, not
+            # inside a coroutine (which would block whichever event loop runs it).
+            body = b"".join(stream.streaming_content)
     assert stream["Content-Type"] == "text/event-stream"
     assert not stream.has_header("Content-Encoding"), stream.headers
     assert b'"method":"notifications/tools/list_changed"' in body, body[:300]
