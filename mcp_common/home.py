@@ -67,6 +67,7 @@ class HomeThread:
         self._open = True
         self._inside = True  # made to be waited on at once: the call may submit before wait()
         self._busy = False
+        self._queued = 0  # work items in the queue (it also holds wake-ups, which are not work)
         self._watch: Any = None
 
     @property
@@ -86,6 +87,7 @@ class HomeThread:
             if not self._open:
                 return None
             self._queue.put((future, fn, args, kwargs, elsewhere))
+            self._queued += 1
             if self._busy or not self._inside:
                 self._watch_for_absence()
         return future
@@ -123,6 +125,8 @@ class HomeThread:
                 wakes += 1
             else:
                 left.append(item)
+        with self._lock:
+            self._queued -= len(left)
         for _ in range(wakes):  # a wait() that came back meanwhile still needs its wake-up
             self._queue.put(None)
         for future, fn, args, kwargs, elsewhere in left:
@@ -154,6 +158,7 @@ class HomeThread:
                 if item is None:
                     continue
                 with self._lock:
+                    self._queued -= 1
                     self._busy = True
                 try:
                     _run(item)
@@ -166,7 +171,9 @@ class HomeThread:
                     self._busy = True  # back to the work that waited
                 else:
                     self._inside = False
-                if not self._queue.empty() and self._open:
+                # Work left in the queue, not the wake-up the outcome left there (watching for
+                # that would start a timer thread per request, and per frame of a stream).
+                if self._queued and self._open:
                     self._watch_for_absence()
 
     def _wake(self, _done: concurrent.futures.Future[Any]) -> None:

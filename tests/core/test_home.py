@@ -5,6 +5,7 @@ the stream's iteration on one thread."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import threading
 from typing import Any
@@ -17,6 +18,7 @@ from mcp.server.mcpserver import Context
 
 from mcp_common import MCPEndpoint
 from mcp_common.config import MCPConfig
+from mcp_common.home import HomeThread
 from mcp_common.http import HTTPRequest
 from mcp_common.store import MemoryStore
 from tests.core.test_endpoint import SECRET, Name, events, initialize, legacy, modern_call
@@ -217,3 +219,30 @@ def test_a_sync_tool_on_the_requests_thread_can_check_for_cancellation(era: str)
         assert final["result"]["structuredContent"] == {"result": "not cancelled"}, final
     finally:
         point.close()
+
+
+def test_a_wait_that_leaves_no_work_behind_starts_no_timer_thread() -> None:
+    """The wake-up a finished outcome leaves in the queue is not work: a request's thread that
+    waited for its call starts no watch thread on its way out (one per legacy request and per
+    frame of its stream, under load, was thousands of short-lived threads)."""
+    home = HomeThread()
+    outcome: concurrent.futures.Future[int] = concurrent.futures.Future()
+    before = set(threading.enumerate())
+    future = home.try_submit(outcome.set_result, 1)
+    assert future is not None
+    home.wait(outcome)
+    assert outcome.result() == 1
+    assert [thread.name for thread in threading.enumerate() if thread not in before] == []
+    # Work submitted once the thread has gone still runs elsewhere after PATIENCE.
+    ran_on: list[str] = []
+    elsewhere = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="elsewhere")
+    try:
+        later = home.try_submit(
+            lambda: ran_on.append(threading.current_thread().name),
+            elsewhere=lambda fn, args, kwargs: elsewhere.submit(fn, *args, **kwargs),
+        )
+        assert later is not None
+        later.result(timeout=5)
+    finally:
+        elsewhere.shutdown()
+    assert ran_on and ran_on[0].startswith("elsewhere")
