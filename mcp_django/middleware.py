@@ -1,5 +1,6 @@
 """``MCPMiddleware``: lets the MCP endpoint answer a foreign Host header itself, and be
-reached without the trailing slash of its mount (``path("mcp/", ...)``, client at ``/mcp``).
+reached without the trailing slash of its mount (``path("mcp/", ...)``, client at ``/mcp``);
+lets every other view read a chunked request body (see :func:`_read_chunked_body`).
 
 Django's ``CommonMiddleware`` calls ``request.get_host()`` on every request and answers a
 Host outside ``ALLOWED_HOSTS`` with an HTML 400 page, before any view runs. An MCP client
@@ -12,14 +13,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from functools import lru_cache
-from typing import Any
+from io import BytesIO
+from typing import Any, NoReturn
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
-from django.core.exceptions import DisallowedHost
+from django.core.exceptions import DisallowedHost, RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
 from django.urls import Resolver404, get_resolver
 
+from mcp_common.http import read_at_most
 from mcp_common.security import host_allowed
 
 
@@ -98,6 +101,45 @@ def _refusal(request: HttpRequest) -> HttpResponse | None:
     return response
 
 
+class _TooLarge:
+    """The stream of a chunked body longer than ``DATA_UPLOAD_MAX_MEMORY_SIZE``: reading it
+    fails as ``request.body`` fails for a declared ``Content-Length`` that long."""
+
+    def read(self, *args: Any) -> NoReturn:
+        raise RequestDataTooBig("Request body exceeded settings.DATA_UPLOAD_MAX_MEMORY_SIZE.")
+
+    readline = read
+
+    def close(self) -> None:
+        pass
+
+
+def _read_chunked_body(request: HttpRequest) -> None:
+    """A chunked body (no ``Content-Length``) that the WSGI server de-chunks and ends at its
+    end (``wsgi.input_terminated``: gunicorn), made readable: Django's WSGI request takes a
+    body with no length as empty, so a webhook behind a proxy that streams request bodies
+    (nginx's ``proxy_request_buffering off``) would read nothing. Read here, at most
+    ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (Django's limit for ``request.body``) plus one byte, and
+    given the length it has; a longer one fails when read, as a declared one that long does.
+    The MCP endpoint reads its own, under ``MAX_BODY_SIZE``."""
+    meta = request.META
+    if (
+        meta.get("CONTENT_LENGTH")
+        or not meta.get("wsgi.input_terminated")
+        or "chunked" not in str(meta.get("HTTP_TRANSFER_ENCODING", "")).lower()
+        or _is_mcp_path(getattr(request, "urlconf", None) or settings.ROOT_URLCONF, request.path_info)
+    ):
+        return
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    read = meta["wsgi.input"].read
+    body = read() if limit is None else read_at_most(read, limit + 1)
+    if limit is not None and len(body) > limit:
+        request._stream = _TooLarge()  # type: ignore[attr-defined]
+        return
+    meta["CONTENT_LENGTH"] = str(len(body))
+    request._stream = BytesIO(body)  # type: ignore[attr-defined]
+
+
 class MCPMiddleware:
     sync_capable = True
     async_capable = True
@@ -111,7 +153,11 @@ class MCPMiddleware:
     def __call__(self, request: HttpRequest) -> Any:
         if self._async:
             return self.__acall__(request)
-        return _refusal(request) or self.get_response(request)
+        refusal = _refusal(request)
+        if refusal is not None:
+            return refusal
+        _read_chunked_body(request)  # WSGI only: an ASGI request has no wsgi.input
+        return self.get_response(request)
 
     async def __acall__(self, request: HttpRequest) -> Any:
         refusal = _refusal(request)

@@ -5,6 +5,7 @@ import json
 
 from django.conf import settings
 from django.contrib import admin
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import get_script_prefix, include, path, reverse
 from django.views.decorators.csrf import csrf_exempt
@@ -40,6 +41,8 @@ def payment_webhook(request: HttpRequest) -> JsonResponse:
         return JsonResponse({"error": "unauthorized"}, status=401)
     try:
         elicitation_id = json.loads(request.body)["elicitation_id"]
+    except RequestDataTooBig:  # over DATA_UPLOAD_MAX_MEMORY_SIZE, declared or chunked
+        return JsonResponse({"error": "request body too large"}, status=413)
     except (ValueError, KeyError, TypeError, RecursionError):  # the last: a body nested too deep
         return JsonResponse({"error": 'expected {"elicitation_id": "..."}'}, status=400)
     if not isinstance(elicitation_id, str) or not elicitation_id:

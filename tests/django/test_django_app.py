@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import time
+from typing import Any
 
 import pytest
 from django.conf import settings
 from django.core.checks import run_checks
+from django.http import HttpResponse
 from django.test import Client, override_settings
 from django.urls import path
 
@@ -491,3 +494,55 @@ def test_an_endpoint_mounted_with_a_trailing_slash_is_served_without_it() -> Non
         assert Client().post("/nowhere", body, content_type="application/json", **HEADERS).status_code == 404
         with override_settings(APPEND_SLASH=False):
             assert Client().post("/mcp", body, content_type="application/json", **HEADERS).status_code == 404
+
+
+def _gunicorn_chunked(path: str, body: bytes, content_type: str) -> Any:
+    """A request as gunicorn passes a chunked body on: de-chunked, ending at its end, no length."""
+    from django.core.handlers.wsgi import WSGIRequest
+
+    return WSGIRequest(
+        {
+            "REQUEST_METHOD": "POST",
+            "PATH_INFO": path,
+            "SERVER_NAME": "testserver",
+            "SERVER_PORT": "80",
+            "HTTP_HOST": "testserver",
+            "HTTP_TRANSFER_ENCODING": "chunked",
+            "CONTENT_TYPE": content_type,
+            "wsgi.input": io.BytesIO(body),
+            "wsgi.input_terminated": True,
+            "wsgi.url_scheme": "http",
+        }
+    )
+
+
+def test_a_chunked_body_gunicorn_de_chunked_reaches_every_view() -> None:
+    """Django's WSGI request reads a body with no Content-Length as empty: behind a proxy that
+    streams request bodies, a form (or a file upload) posted to a view of the project's came
+    empty. ``MCPMiddleware`` gives it its length; one over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` fails
+    as a declared one does; the MCP endpoint's own body is left for it to read."""
+    from django.core.exceptions import RequestDataTooBig
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.test.client import BOUNDARY, MULTIPART_CONTENT, encode_multipart
+
+    from mcp_django.middleware import MCPMiddleware
+
+    seen: list[Any] = []
+    middleware = MCPMiddleware(lambda request: seen.append(request) or HttpResponse("ok"))
+
+    middleware(_gunicorn_chunked("/orders", b"number=1001&note=caf%C3%A9", "application/x-www-form-urlencoded"))
+    assert seen[-1].POST.dict() == {"number": "1001", "note": "café"}
+
+    upload = encode_multipart(BOUNDARY, {"receipt": SimpleUploadedFile("r.txt", b"paid"), "number": "1001"})
+    middleware(_gunicorn_chunked("/orders", upload, MULTIPART_CONTENT))
+    assert seen[-1].POST["number"] == "1001" and seen[-1].FILES["receipt"].read() == b"paid"
+
+    with override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=10):
+        middleware(_gunicorn_chunked("/orders", b'{"elicitation_id": "deposit-17"}', "application/json"))
+        with pytest.raises(RequestDataTooBig):
+            seen[-1].body  # noqa: B018
+
+    with override_settings(ROOT_URLCONF="tests.django.slash_site"):
+        endpoint = _gunicorn_chunked("/mcp/", b"{}", "application/json")
+        middleware(endpoint)
+    assert "CONTENT_LENGTH" not in endpoint.META and endpoint.META["wsgi.input"].tell() == 0

@@ -235,6 +235,27 @@ def test_a_chunked_body_over_djangos_memory_limit(
 
 
 @pytest.mark.slow
+def test_the_webhook_reads_a_chunked_body(server: LiveServer) -> None:
+    """A payment provider's client may stream its callback (``Transfer-Encoding: chunked``, no
+    Content-Length), as nginx forwards one with ``proxy_request_buffering off``: the webhook
+    reads it under gunicorn as under uvicorn. One over Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE``
+    is refused as one that declares its length is: a JSON 413, the body never read whole."""
+    webhook = server.base_url + "/payments/webhook"
+    headers = {"Authorization": "Bearer demo-webhook-token", "Content-Type": "application/json"}
+    body = json.dumps({"elicitation_id": "deposit-nobody-asked"}).encode()
+    streamed = httpx.post(webhook, content=iter([body]), headers=headers, timeout=10)
+    assert (streamed.status_code, streamed.json()) == (200, {"completed": 0}), streamed.text[:300]
+    if server.framework == "django":
+        padded = body[:1] + b" " * (3 * 1024 * 1024) + body[1:]
+        declared = httpx.post(webhook, content=padded, headers=headers, timeout=30)
+        chunks = (padded[i : i + 65536] for i in range(0, len(padded), 65536))
+        streamed = httpx.post(webhook, content=chunks, headers=headers, timeout=30)
+        for response in (declared, streamed):
+            assert response.status_code == 413, response.text[:300]
+            assert "too large" in response.json()["error"]
+
+
+@pytest.mark.slow
 def test_a_chunked_body_runserver_cannot_read_is_411(example_server: Callable[..., LiveServer]) -> None:
     """``runserver`` passes a chunked body on undecoded, which Django reads as empty: the client
     is told to send a Content-Length, not that its JSON does not parse."""
