@@ -106,11 +106,23 @@ def _refusal(request: Any, authenticators: tuple[Any, ...], exc: Exception, deta
         wait = getattr(exc, "wait", None)
         headers = {"Retry-After": str(int(wait))} if wait else None
         return error_response(status, INVALID_REQUEST, detail, headers=headers)
+    return _not_authenticated(request, authenticators, detail)
+
+
+def _not_authenticated(request: Any, authenticators: tuple[Any, ...], detail: str) -> HTTPResponse:
     # DRF's rule: 401 with the first class's scheme when it has one, else 403.
     header = None
-    scheme = getattr(authenticators[0], "authenticate_header", None)
+    scheme = getattr(authenticators[0], "authenticate_header", None) if authenticators else None
     if scheme is not None:
         header = scheme(request)
     if header:
         return error_response(401, INVALID_REQUEST, detail, headers={"WWW-Authenticate": header})
     return error_response(403, INVALID_REQUEST, detail)
+
+
+def login_refusal(request: HttpRequest, authenticators: tuple[Any, ...]) -> HTTPResponse:
+    """The answer to a caller the project's login requirement turned away from the endpoint
+    (``LoginRequiredMiddleware``, ``login_required`` in the URLconf), instead of the redirect
+    to the login page, which no MCP client follows: as an ``APIView`` answers one not signed
+    in, 401 with the first authentication class's scheme, else (session authentication) 403."""
+    return _not_authenticated(_drf_request(request, authenticators), authenticators, "Authentication required")

@@ -1,5 +1,6 @@
-"""``MCPMiddleware``: lets the MCP endpoint answer a foreign Host header itself, and be
-reached without the trailing slash of its mount (``path("mcp/", ...)``, client at ``/mcp``);
+"""``MCPMiddleware``: lets the MCP endpoint answer a foreign Host header itself, be reached
+without the trailing slash of its mount (``path("mcp/", ...)``, client at ``/mcp``) and turn
+away a caller who is not signed in with a JSON-RPC error rather than the login page's redirect;
 lets every other view read a chunked request body (see :func:`_read_chunked_body`).
 
 Django's ``CommonMiddleware`` calls ``request.get_host()`` on every request and answers a
@@ -15,11 +16,13 @@ from collections.abc import Awaitable, Callable
 from functools import lru_cache
 from io import BytesIO
 from typing import Any, NoReturn
+from urllib.parse import urlsplit
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
 from django.core.exceptions import DisallowedHost, RequestDataTooBig
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.shortcuts import resolve_url
 from django.urls import Resolver404, get_resolver
 
 from mcp_common.http import read_at_most
@@ -140,6 +143,23 @@ def _read_chunked_body(request: HttpRequest) -> None:
     request._stream = BytesIO(body)  # type: ignore[attr-defined]
 
 
+def _login_redirect(request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
+    """``response``, or, for the login page's redirect of an MCP request, the JSON-RPC error
+    that tells the client it is not signed in (:func:`mcp_django.auth.login_refusal`)."""
+    if not 300 <= response.status_code < 400 or "Location" not in response:
+        return response
+    urlconf = getattr(request, "urlconf", None) or settings.ROOT_URLCONF
+    if not _is_mcp_path(urlconf, request.path_info):
+        return response
+    if urlsplit(response["Location"]).path != urlsplit(str(resolve_url(settings.LOGIN_URL))).path:
+        return response  # another redirect (SECURE_SSL_REDIRECT's): the client may follow it
+    from mcp_django.auth import login_refusal
+    from mcp_django.conf import mcp_settings
+    from mcp_django.views import _plain
+
+    return _plain(login_refusal(request, mcp_settings.authenticators))
+
+
 class MCPMiddleware:
     sync_capable = True
     async_capable = True
@@ -157,11 +177,11 @@ class MCPMiddleware:
         if refusal is not None:
             return refusal
         _read_chunked_body(request)  # WSGI only: an ASGI request has no wsgi.input
-        return self.get_response(request)
+        return _login_redirect(request, self.get_response(request))
 
     async def __acall__(self, request: HttpRequest) -> Any:
         refusal = _refusal(request)
         if refusal is not None:
             return refusal
         result: Awaitable[Any] = self.get_response(request)
-        return await result
+        return _login_redirect(request, await result)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from asgiref.sync import async_to_sync
 from django.conf import settings
+from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.checks import run_checks
 from django.test import AsyncClient, Client, override_settings
@@ -58,7 +59,7 @@ def initialize(path: str, headers: dict[str, str], login: User | None = None) ->
     """A legacy ``initialize`` at ``path`` (ASGI for the async view, WSGI for the sync one)."""
     headers = {"Accept": "application/json, text/event-stream", **headers}
     body = json.dumps(LEGACY_INIT)
-    if path == ASYNC:
+    if path == ASYNC or path.endswith("-async"):
 
         async def post() -> Any:
             client = AsyncClient()
@@ -177,10 +178,11 @@ def test_request_auser_is_the_caller_the_classes_named(path: str, alice: User) -
         assert seen(None, {"Authorization": "Key alice"}) == "alice"
 
 
-def test_a_token_endpoint_behind_login_required_middleware_fails_the_check_and_is_redirected() -> None:
+def test_a_token_endpoint_behind_login_required_middleware_fails_the_check_and_is_refused() -> None:
     """``LoginRequiredMiddleware`` runs before the endpoint authenticates a token: a caller with
-    a good key and no session is sent to the login page (HTML). ``manage.py check`` says so,
-    naming the route, unless the route is ``login_not_required``."""
+    a good key and no session is turned away (a JSON-RPC 401 naming the scheme, not the login
+    page's redirect). ``manage.py check`` says so, naming the route, unless the route is
+    ``login_not_required``."""
     user = User.objects.create_user("keyed")
     middleware = [*settings.MIDDLEWARE, "django.contrib.auth.middleware.LoginRequiredMiddleware"]
     keyed = {"Authorization": "Key keyed"}
@@ -191,7 +193,9 @@ def test_a_token_endpoint_behind_login_required_middleware_fails_the_check_and_i
     ):
         warned = {m.msg.split(" ")[0] for m in run_checks(tags=["mcp"]) if m.id == "mcp_django.W003"}
         assert warned == {"/mcp-sync", "/mcp-async"}
-        assert initialize("/mcp-sync", keyed).status_code == 302
+        for route in ("/mcp-sync", "/mcp-async"):
+            refused = initialize(route, keyed)
+            assert refused.status_code == 401 and refused["WWW-Authenticate"] == 'Key realm="mcp"', route
         assert principal(initialize("/mcp-open", keyed)) == f"django-user:{user.pk}"
     with override_settings(MIDDLEWARE=middleware, ROOT_URLCONF="tests.django.exposed_site"):
         # The endpoint's user is the session's, as for any view: the middleware is right.
@@ -227,3 +231,37 @@ def test_the_login_required_middleware_check_hints_at_the_server_each_route_serv
         "/mcp/files": "Route it with login_not_required: "
         'path("mcp/files", login_not_required(default_view(server=...))), with the server it serves now.',
     }
+
+
+@pytest.mark.parametrize("path", ["/mcp-sync", "/mcp-async"])
+def test_login_required_middleware_turns_anonymous_callers_away_with_json_rpc(path: str, alice: User) -> None:
+    """Session authentication behind ``LoginRequiredMiddleware``: a caller without a session is
+    told so in JSON-RPC (403, as an ``APIView`` with only ``SessionAuthentication`` answers), not
+    redirected to the HTML login page, which no MCP client follows; a signed-in one is served.
+    Other pages keep the middleware's redirect."""
+    with override_settings(
+        MIDDLEWARE=[*settings.MIDDLEWARE, "django.contrib.auth.middleware.LoginRequiredMiddleware"],
+        ROOT_URLCONF="tests.django.exposed_site",
+    ):
+        refused = initialize(path, {})
+        assert refused.status_code == 403 and refused["Content-Type"] == "application/json", refused
+        assert "WWW-Authenticate" not in refused and "Location" not in refused
+        assert json.loads(refused.content)["error"] == {"code": -32600, "message": "Authentication required"}
+        assert principal(initialize(path, {}, login=alice)) == f"django-user:{alice.pk}"
+        page = Client().get("/orders")
+        assert page.status_code == 302 and page["Location"].startswith(settings.LOGIN_URL)
+
+
+class GuardedURLs:
+    """A URLconf (Django takes any object with ``urlpatterns``)."""
+
+    urlpatterns = [path("mcp", login_required(default_view(server="tests.django.exposed_site.mcp")))]
+
+
+@override_settings(ROOT_URLCONF=GuardedURLs)
+def test_an_endpoint_routed_login_required_turns_anonymous_callers_away_with_json_rpc(alice: User) -> None:
+    """``path("mcp", login_required(default_view()))``: the decorator's redirect, likewise."""
+    refused = initialize("/mcp", {})
+    assert refused.status_code == 403, refused
+    assert json.loads(refused.content)["error"]["message"] == "Authentication required"
+    assert principal(initialize("/mcp", {}, login=alice)) == f"django-user:{alice.pk}"
