@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from io import BytesIO
 from typing import Any
@@ -90,9 +91,18 @@ def test_djangos_lazy_user_is_recognised() -> None:
     assert not _is_django_lazy_user(SimpleLazyObject(lambda: User(username="x")))
 
 
-def asgi_post(path: str, chunks: list[bytes]) -> tuple[int, dict[str, str], bytes]:
-    """POST ``chunks`` as a chunked body (no Content-Length) through Django's ASGI handler, as
-    uvicorn does: Django spools it to a seekable file."""
+def asgi_post(
+    path: str,
+    chunks: list[bytes],
+    headers: dict[str, str] | None = None,
+    urlconf: str | None = "tests.django.asgi_site",
+) -> tuple[int, dict[str, str], bytes]:
+    """POST ``chunks`` through Django's ASGI handler, as uvicorn does: a chunked body (no
+    Content-Length, which Django spools to a seekable file) unless ``headers`` name a length.
+    ``urlconf=None``: the caller's settings as they are."""
+    sent_headers = {"Host": "localhost", "Content-Type": "application/json", "Accept": ACCEPT, **(headers or {})}
+    if "Content-Length" not in sent_headers:
+        sent_headers["Transfer-Encoding"] = "chunked"
     scope = {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -103,12 +113,7 @@ def asgi_post(path: str, chunks: list[bytes]) -> tuple[int, dict[str, str], byte
         "raw_path": path.encode(),
         "root_path": "",
         "query_string": b"",
-        "headers": [
-            (b"host", b"localhost"),
-            (b"content-type", b"application/json"),
-            (b"accept", ACCEPT.encode()),
-            (b"transfer-encoding", b"chunked"),
-        ],
+        "headers": [(name.lower().encode(), value.encode()) for name, value in sent_headers.items()],
         "client": ("127.0.0.1", 50000),
         "server": ("127.0.0.1", 80),
     }
@@ -132,7 +137,7 @@ def asgi_post(path: str, chunks: list[bytes]) -> tuple[int, dict[str, str], byte
 
         await ASGIHandler()(scope, receive, send)
 
-    with override_settings(ROOT_URLCONF="tests.django.asgi_site"):
+    with override_settings(ROOT_URLCONF=urlconf) if urlconf is not None else contextlib.nullcontext():
         async_to_sync(run)()
     start = sent[0]
     headers = {name.decode().lower(): value.decode() for name, value in start["headers"]}

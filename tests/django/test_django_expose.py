@@ -588,51 +588,92 @@ def wsgi_call(path: str, tool: str, cookie: str, era: str = "modern") -> dict[st
         }  # fmt: skip
         statuses: list[tuple[str, dict[str, str]]] = []
         chunks = WSGIHandler()(environ, lambda status, headers: statuses.append((status, dict(headers))))
-        data = b"".join(chunks).decode()
+        data = b"".join(chunks)
         assert statuses[0][0] == "200 OK", data
-        if statuses[0][1].get("Content-Type", "").startswith("text/event-stream"):
-            data = [line[6:] for line in data.splitlines() if line.startswith("data: ") and line[6:]][-1]
-        return json.loads(data), statuses[0][1]
+        got = {name.lower(): value for name, value in statuses[0][1].items()}
+        return _answer(got, data), got
 
-    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": {}}}
     with override_settings(
         ROOT_URLCONF="tests.django.exposed_site",
         MIDDLEWARE=[*settings.MIDDLEWARE, "django.middleware.locale.LocaleMiddleware"],
     ):
-        if era == "legacy":
-            _, opened = post(inprocess.LEGACY_INIT, {})
-            session = {"Mcp-Session-Id": opened["Mcp-Session-Id"], "MCP-Protocol-Version": "2025-11-25"}
-            answer, _ = post(call, session)
-        else:
-            call["params"]["_meta"] = {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {},
-            }
-            headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": tool}
-            answer, _ = post(call, headers)
+        return _call_tool(post, tool, era)
+
+
+def _answer(headers: dict[str, str], data: bytes) -> dict[str, Any]:
+    """The JSON-RPC answer of a JSON body, or of an SSE one's last event."""
+    if headers.get("content-type", "").startswith("text/event-stream"):
+        data = [line[6:] for line in data.splitlines() if line.startswith(b"data: ") and line[6:]][-1]
+    return dict(json.loads(data))
+
+
+def _call_tool(post: Any, tool: str, era: str) -> dict[str, Any]:
+    """``tool``'s structured content, called with ``post(message, headers)``, on a legacy session
+    or on the 2026-07-28 wire."""
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": {}}}
+    if era == "legacy":
+        _, opened = post(inprocess.LEGACY_INIT, {})
+        session = {"Mcp-Session-Id": opened["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
+        answer, _ = post(call, session)
+    else:
+        call["params"]["_meta"] = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": tool}
+        answer, _ = post(call, headers)
     assert "structuredContent" in answer.get("result", {}), answer
     return dict(answer["result"]["structuredContent"])
+
+
+def asgi_call(path: str, tool: str, cookie: str, era: str = "modern") -> dict[str, Any]:
+    """:func:`wsgi_call` through Django's ASGI handler, behind a proxy that strips the /shop
+    prefix (``FORCE_SCRIPT_NAME = "/shop"``, the scope's path without it)."""
+    from tests.django.test_django_asgi import asgi_post
+
+    def post(message: dict[str, Any], headers: dict[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+        body = json.dumps(message).encode()
+        sent = {"Content-Length": str(len(body)), "Cookie": f"sessionid={cookie}", "Accept-Language": "fr", **headers}
+        status, got, data = asgi_post(path, [body], sent, urlconf=None)
+        assert status == 200, data
+        return _answer(got, data), got
+
+    with override_settings(
+        ROOT_URLCONF="tests.django.exposed_site",
+        FORCE_SCRIPT_NAME="/shop",
+        MIDDLEWARE=[*settings.MIDDLEWARE, "django.middleware.locale.LocaleMiddleware"],
+    ):
+        return _call_tool(post, tool, era)
 
 
 @pytest.mark.parametrize(
     # A legacy call answers as a stream, which Django's WSGI handler cannot take from the async
     # view (it is served under ASGI).
-    ("path", "era"),
-    [("/mcp-sync", "legacy"), ("/mcp-sync", "modern"), ("/mcp-async", "modern")],
+    ("call", "path", "era"),
+    [
+        (wsgi_call, "/mcp-sync", "legacy"),
+        (wsgi_call, "/mcp-sync", "modern"),
+        (wsgi_call, "/mcp-async", "modern"),
+        (asgi_call, "/mcp-async", "legacy"),
+        (asgi_call, "/mcp-async", "modern"),
+        (asgi_call, "/mcp-sync", "modern"),
+    ],
+    ids=lambda value: getattr(value, "__name__", value),
 )
 @pytest.mark.parametrize("tool", ["order_list", "where_am_i", "where_am_i_async", "where_resolved"])
 def test_tools_run_with_the_mcp_requests_script_prefix_and_language(
-    path: str, tool: str, era: str, shop: dict[str, User]
+    call: Any, path: str, tool: str, era: str, shop: dict[str, User]
 ) -> None:
     """Deployed at /shop with LocaleMiddleware: in a view tool, in plain SDK tools, sync or
     async, and in a tool's resolvers (``where_resolved``), ``reverse()`` and the active language
     are the MCP request's, on whichever thread they run; a view tool's request has the prefix
-    once."""
+    once. Under ASGI too, where Django leaves ``FORCE_SCRIPT_NAME`` out of the MCP request's
+    own path."""
     from django.test import Client
 
     login = Client()
     login.force_login(shop["alice"])
-    seen = wsgi_call(path, tool, login.cookies["sessionid"].value, era)
+    seen = call(path, tool, login.cookies["sessionid"].value, era)
     assert (seen["link"], seen["language"]) == ("/shop/orders/A-1", "fr")
     if tool == "order_list":
         assert (seen["user"], seen["path"]) == ("alice", "/shop/orders")
