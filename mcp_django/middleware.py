@@ -69,8 +69,12 @@ def forget_host_verdicts() -> None:
     _HOST_VERDICTS.clear()
 
 
+def _urlconf(request: HttpRequest) -> Any:
+    return getattr(request, "urlconf", None) or settings.ROOT_URLCONF
+
+
 def _refusal(request: HttpRequest) -> HttpResponse | None:
-    urlconf = getattr(request, "urlconf", None) or settings.ROOT_URLCONF
+    urlconf = _urlconf(request)
     path = request.path_info
     routed = _is_mcp_path(urlconf, path)
     if not routed:
@@ -130,7 +134,7 @@ def _read_chunked_body(request: HttpRequest) -> None:
         meta.get("CONTENT_LENGTH")
         or not meta.get("wsgi.input_terminated")
         or "chunked" not in str(meta.get("HTTP_TRANSFER_ENCODING", "")).lower()
-        or _is_mcp_path(getattr(request, "urlconf", None) or settings.ROOT_URLCONF, request.path_info)
+        or _is_mcp_path(_urlconf(request), request.path_info)
     ):
         return
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
@@ -148,8 +152,7 @@ def _login_redirect(request: HttpRequest, response: HttpResponseBase) -> HttpRes
     that tells the client it is not signed in (:func:`mcp_django.auth.login_refusal`)."""
     if not 300 <= response.status_code < 400 or "Location" not in response:
         return response
-    urlconf = getattr(request, "urlconf", None) or settings.ROOT_URLCONF
-    if not _is_mcp_path(urlconf, request.path_info):
+    if not _is_mcp_path(_urlconf(request), request.path_info):
         return response
     if urlsplit(response["Location"]).path != urlsplit(str(resolve_url(settings.LOGIN_URL))).path:
         return response  # another redirect (SECURE_SSL_REDIRECT's): the client may follow it
