@@ -177,8 +177,8 @@ def check_server_names(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
 @register("mcp")
 def check_login_required(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """An endpoint whose callers authenticate by ``AUTHENTICATION_CLASSES`` (a token), behind
-    ``LoginRequiredMiddleware``: the middleware sees no session and redirects every such caller
-    to the login page (an HTML 302) before the endpoint can authenticate them."""
+    ``LoginRequiredMiddleware``: the middleware sees no session and turns every such caller
+    away (``MCPMiddleware`` answers its redirect as a 401) before the endpoint can authenticate them."""
     from mcp_django.conf import mcp_settings
     from mcp_django.expose import _login_middleware
 
@@ -193,7 +193,7 @@ def check_login_required(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
     return [
         Warning(
             f"/{route} authenticates its callers with MCP AUTHENTICATION_CLASSES, but LoginRequiredMiddleware "
-            "redirects every caller without a session to the login page before the endpoint sees them.",
+            "turns away every caller without a session before the endpoint can authenticate them.",
             hint=f"Route it with login_not_required: {_open_route(route, server)}",
             id="mcp_django.W003",
         )
