@@ -628,8 +628,11 @@ class SessionStore(Protocol):
         ...
 
     def pending_keys(self, session_ids: Sequence[str]) -> set[tuple[str, str]]:
-        """``(session_id, request_id)`` of the pending requests of these sessions that still
-        exist (a session ended elsewhere takes its pending requests with it)."""
+        """``(session_id, request_id)`` of the pending requests of these sessions, for the
+        sessions that still exist. A row whose session is gone does not count: a DELETE takes
+        the session's rows with it, but a row written while the DELETE's transaction was open
+        (after its DELETE of pending rows, before its commit) escapes it, and its worker, which
+        read the session before that commit, learns of the end only here."""
         ...
 
     def delete_pending(self, session_id: str, request_id: str) -> None: ...
@@ -861,7 +864,7 @@ class MemoryStore:
     def pending_keys(self, session_ids: Sequence[str]) -> set[tuple[str, str]]:
         wanted = set(session_ids)
         with self._lock:
-            return {key for key in self._pending if key[0] in wanted}
+            return {key for key in self._pending if key[0] in wanted and key[0] in self._sessions}
 
     def delete_pending(self, session_id: str, request_id: str) -> None:
         with self._lock:

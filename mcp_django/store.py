@@ -15,7 +15,7 @@ from typing import Any, TypeVar, cast, overload
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError, connections, router, transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -312,8 +312,12 @@ class DjangoStore:
         found: set[tuple[str, str]] = set()
         unique = list(dict.fromkeys(session_ids))
         for start in range(0, len(unique), _CHUNK):
-            rows = MCPPendingRequest.objects.filter(session_id__in=unique[start : start + _CHUNK]).values_list(
-                "session_id", "request_id"
+            # Rows whose session is gone do not count: one written while a DELETE's transaction
+            # was open escaped the DELETE (see SessionStore.pending_keys).
+            rows = (
+                MCPPendingRequest.objects.filter(session_id__in=unique[start : start + _CHUNK])
+                .filter(Exists(MCPSession.objects.filter(session_id=OuterRef("session_id"))))
+                .values_list("session_id", "request_id")
             )
             found.update(rows)
         return found

@@ -682,8 +682,12 @@ class SQLAlchemyStore:
         unique = list(dict.fromkeys(session_ids))
         with self._session() as s, s.begin():
             for start in range(0, len(unique), _CHUNK):
-                query = select(MCPPendingRequest.session_id, MCPPendingRequest.request_id).where(
-                    MCPPendingRequest.session_id.in_(unique[start : start + _CHUNK])
+                # Rows whose session is gone do not count: one written while a DELETE's
+                # transaction was open escaped the DELETE (see SessionStore.pending_keys).
+                query = (
+                    select(MCPPendingRequest.session_id, MCPPendingRequest.request_id)
+                    .join(MCPSession, MCPSession.session_id == MCPPendingRequest.session_id)
+                    .where(MCPPendingRequest.session_id.in_(unique[start : start + _CHUNK]))
                 )
                 found.update((sid, rid) for sid, rid in s.execute(query))
         return found

@@ -76,26 +76,33 @@ def test_pending_answer_updates_the_row_in_the_same_transaction() -> None:
 
 def test_answers_are_found_by_time_and_pending_rows_by_session() -> None:
     store = DjangoStore()
-    store.create_pending("s1", "srv-1", "elicitation/create", "{}")
-    store.create_pending("s1", "srv-2", "roots/list", "{}")
-    store.create_pending("s2", "srv-3", "elicitation/create", "{}")
+    s1, s2, gone = session(store), session(store), session(store)
+    store.create_pending(s1, "srv-1", "elicitation/create", "{}")
+    store.create_pending(s1, "srv-2", "roots/list", "{}")
+    store.create_pending(s2, "srv-3", "elicitation/create", "{}")
     before = time.time() - 0.001
     assert store.answered_since(before) == []
-    assert store.answer_pending("s1", "srv-2", '{"result":{"roots":[]}}')
-    assert sorted(store.answered_since(before)) == [("s1", "srv-2", '{"result":{"roots":[]}}')]
+    assert store.answer_pending(s1, "srv-2", '{"result":{"roots":[]}}')
+    assert sorted(store.answered_since(before)) == [(s1, "srv-2", '{"result":{"roots":[]}}')]
     assert store.answered_since(time.time() + 5) == []
     many = [f"m{n}" for n in range(1200)]
-    for sid in many[::100]:
-        store.create_pending(sid, "srv-x", "roots/list", "{}")
-    assert store.pending_keys(["s1", "s2", "s9", *many]) == {
-        ("s1", "srv-1"),
-        ("s1", "srv-2"),
-        ("s2", "srv-3"),
+    for n in range(0, 1200, 100):
+        many[n] = session(store)
+        store.create_pending(many[n], "srv-x", "roots/list", "{}")
+    assert store.pending_keys([s1, s2, "s9", *many]) == {
+        (s1, "srv-1"),
+        (s1, "srv-2"),
+        (s2, "srv-3"),
         *((sid, "srv-x") for sid in many[::100]),
     }
-    store.delete_pending("s1", "srv-2")
+    store.delete_pending(s1, "srv-2")
     assert store.answered_since(before) == []
-    assert store.pending_keys(["s1"]) == {("s1", "srv-1")}
+    assert store.pending_keys([s1]) == {(s1, "srv-1")}
+    # A row written after its session's DELETE took the session's rows (while the DELETE's
+    # transaction was still open) does not count: the session is gone.
+    store.delete_session(gone)
+    store.create_pending(gone, "srv-late", "elicitation/create", "{}")
+    assert store.pending_keys([s1, gone]) == {(s1, "srv-1")}
 
 
 def test_a_row_without_detail_is_claimed_once() -> None:

@@ -302,6 +302,8 @@ def test_create_pending_with_an_elicitation(store: SessionStore) -> None:
 
 
 def test_answers_are_found_by_time_and_pending_rows_by_session(store: SessionStore) -> None:
+    for sid in ("s1", "s2", "gone"):
+        store.create_session(_session(sid, last_seen=time.time()))
     store.create_pending("s1", "srv-1", "elicitation/create", "{}")
     store.create_pending("s1", "srv-2", "roots/list", "{}")
     store.create_pending("s2", "srv-3", "elicitation/create", "{}")
@@ -323,8 +325,14 @@ def test_answers_are_found_by_time_and_pending_rows_by_session(store: SessionSto
     # More sessions than one query takes: all are looked up.
     many = [f"m{n}" for n in range(1200)]
     for sid in many[::100]:
+        store.create_session(_session(sid, last_seen=time.time()))
         store.create_pending(sid, "srv-x", "roots/list", "{}")
     assert store.pending_keys(many) == {(sid, "srv-x") for sid in many[::100]}
+    # A row written after its session's DELETE took the session's rows (while the DELETE's
+    # transaction was still open) does not count: the session is gone.
+    store.delete_session("gone")
+    store.create_pending("gone", "srv-late", "elicitation/create", "{}")
+    assert store.pending_keys(["s1", "gone"]) == {("s1", "srv-1")}
 
 
 def test_create_pending_is_one_transaction(sql_store: SQLAlchemyStore) -> None:

@@ -332,3 +332,70 @@ def test_an_append_leaves_its_streams_turn_even_when_it_fails(store: SQLAlchemyS
 
 def test_a_purge_removes_events_left_for_a_session_that_is_gone(store: SQLAlchemyStore) -> None:
     check_a_purge_removes_events_left_for_a_session_that_is_gone(store)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_a_question_asked_while_a_delete_commits_ends_with_the_session(
+    engine: Engine, postgres_schema: dict[str, Any]
+) -> None:
+    """Two workers on one PostgreSQL database. Worker B's DELETE of a session has removed the
+    session's pending rows, and its transaction is still open, when worker A's tool asks a
+    question: A's new pending row escapes the DELETE, and A still reads the session as alive.
+    Once B commits, A's question belongs to a session that is gone: A's call must end with it
+    (as the SDK ends a deleted session's calls), not wait for the client until REQUEST_TIMEOUT."""
+    import psycopg
+
+    from tests.core.test_elicitation import wait_for
+    from tests.core.test_endpoint import endpoint, initialize, request
+    from tests.core.test_endpoint import legacy as legacy_request
+
+    connect_args = postgres_schema["connect_args"]
+    deleting_engine = make_engine(POSTGRES_URL, {"connect_args": {**connect_args, "application_name": "mcp-deleter"}})
+    asking = endpoint(SQLAlchemyStore(engine), request_timeout=120)  # type: ignore[arg-type]
+    deleting = endpoint(SQLAlchemyStore(deleting_engine), request_timeout=120)  # type: ignore[arg-type]
+    with psycopg.connect(POSTGRES_URL, autocommit=True, **connect_args) as admin:
+        gate = PostgresGate(admin, "mcp_pending_request")
+        # Worker B's DELETE of pending rows waits, its transaction open, until the test lets it go.
+        admin.execute(
+            f"CREATE FUNCTION mcp_gate_{gate.suffix}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            f"IF current_setting('application_name') = 'mcp-deleter' THEN "
+            f"PERFORM pg_advisory_xact_lock_shared({gate.key}); END IF; RETURN NULL; END $$"
+        )
+        admin.execute(
+            f"CREATE TRIGGER mcp_gate_{gate.suffix} AFTER DELETE ON mcp_pending_request FOR EACH STATEMENT "
+            f"EXECUTE FUNCTION mcp_gate_{gate.suffix}()"
+        )
+        deleter: threading.Thread | None = None
+        try:
+            session = initialize(asking, {"elicitation": {}})
+            gate.hold()
+            deleted: list[int] = []
+            deleter = threading.Thread(
+                target=lambda: deleted.append(deleting.handle(request("DELETE", mcp_session_id=session)).status)
+            )
+            deleter.start()
+            assert wait_for(gate.gated)
+            body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "interview", "arguments": {}}}
+            response = asking.handle(legacy_request(session, body))
+            reader = threading.Thread(target=lambda: b"".join(asking.iter_body(response)), daemon=True)
+            reader.start()
+
+            def asked() -> list[Any]:
+                with engine.connect() as connection:
+                    return list(connection.execute(sa.text("SELECT status, detail FROM mcp_elicitation")))
+
+            assert wait_for(lambda: asked() == [("pending", None)])
+            gate.release()
+            deleter.join(10)
+            assert deleted == [200]
+            # The question ends with its session, long before its request timeout.
+            assert wait_for(lambda: asked() == [("cancelled", "The session ended")]), asked()
+        finally:
+            gate.release()
+            if deleter is not None:
+                deleter.join(10)
+            gate.close()
+            asking.close()
+            deleting.close()
+            deleting_engine.dispose()
