@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import hashlib
 import json
 import logging
 import re
@@ -127,6 +128,25 @@ def owner_key(stream_key: str) -> str:
     """The request id of a call stream's owner row: no request sent to a client has it (theirs
     start with ``srv-``), so no client's answer can claim the row."""
     return f"owner-{stream_key}"
+
+
+CANCEL_METHOD = "mcp/callCancelled"
+"""The ``method`` of a cancellation mark (see :func:`cancel_mark`); never sent."""
+
+_CANCEL_MARK = "cancel-"
+
+
+def cancel_mark(call_id: RequestId) -> str:
+    """The start of the request id of a pending row that marks the session's call ``call_id``
+    cancelled, written by the worker that received ``notifications/cancelled`` for a call that
+    does not run there. The call's worker reads the marks as it notes its owner row
+    (:meth:`LegacyProtocol._cancelled_before_noted`): a cancellation that arrived before the
+    row existed, which no worker could answer, still ends the call. A digest of the id (as
+    JSON, up to 255 characters) to fit the 64-character column; each mark adds a random tail,
+    so a cancellation sent twice writes two rows instead of failing on the first one's key.
+    An MCP client never reuses a request id within a session, so a mark never ends another
+    call."""
+    return _CANCEL_MARK + hashlib.blake2b(dumps(call_id).encode(), digest_size=16).hexdigest()
 
 
 CALL_CANCELLED = "mcpCallCancelled"
@@ -237,7 +257,9 @@ class CallStream:
         answer column is the claim that lets one worker do so. Written before the stream's first
         logged event other than the final response, or once the call has run for
         ``wait_detach_seconds``: a quick call that sends nothing but its answer writes nothing
-        more than before.
+        more than before. Once it is written, the call reads whether it was cancelled, or its
+        session deleted, through another worker before the row existed
+        (:meth:`LegacyProtocol._cancelled_before_noted`).
         """
         if self._owner_noted is None:
             params = dumps({"owner": worker_id(), "callId": self.call_id})
@@ -872,7 +894,28 @@ class LegacyProtocol:
                 call.cancel()
 
         future.add_done_callback(answered)
+        self.endpoint.track(asyncio.ensure_future(self._cancelled_before_noted(session_id, stream, call)))
         return future
+
+    async def _cancelled_before_noted(self, session_id: str, stream: CallStream, call: asyncio.Task[Any]) -> None:
+        """Once the call's owner row is written: end the call if it was cancelled, or its
+        session deleted, through another worker before the row existed, when nothing there
+        could reach it. One read of the session's pending rows, made only by a call that
+        outlived ``wait_detach_seconds`` or sent something before its answer: a cancellation
+        mark (:func:`cancel_mark`) for the call cancels it; its own row missing means the
+        session is gone (rows of a deleted session do not count)."""
+        try:
+            keys = {key for _, key in await self.endpoint.db(self.endpoint.store.pending_keys, [session_id])}
+        except Exception:
+            # The answer poll still finds a later cancellation, and the session's end.
+            logger.warning("Could not check whether a call was cancelled before it noted its worker", exc_info=True)
+            return
+        if call.done() or stream._ended:
+            return  # answered meanwhile (its owner row went with the answer)
+        if owner_key(stream.stream_key) not in keys:
+            self.waiters.end_session(session_id)
+        elif stream.call_id is not None and any(key.startswith(cancel_mark(stream.call_id)) for key in keys):
+            call.cancel()
 
     async def _cancel_elsewhere(self, session_id: str, call_id: RequestId) -> None:
         """A call of this session running in any process, which noted its owner row: its row
@@ -908,6 +951,12 @@ class LegacyProtocol:
         # mark that cancels the call, as it is cancelled here (the tool goes no further).
         endpoint = self.endpoint
         store = endpoint.store
+        # Its owner row may not exist yet (a call notes it once it has run for
+        # wait_detach_seconds): the mark is written first, then the owner rows are read, and
+        # the call's worker writes its row, then reads the marks. Of the two reads, at least
+        # one sees the other's write, so the cancellation is never missed.
+        mark = f"{cancel_mark(request_id)}-{uuid.uuid4().hex[:12]}"
+        await endpoint.db(store.create_pending, session.session_id, mark, CANCEL_METHOD, dumps({"callId": request_id}))
         await self._cancel_elsewhere(session.session_id, request_id)
         rows = await endpoint.db(store.call_elicitations, session.session_id, dumps(request_id))
         for row in rows:
@@ -933,9 +982,9 @@ class LegacyProtocol:
         self, session: SessionRecord, message: JSONRPCResponse | JSONRPCError, raw: Any
     ) -> None:
         request_id = str(message.id)
-        if not storable(request_id) or request_id.startswith(owner_key("")):
+        if not storable(request_id) or request_id.startswith((owner_key(""), _CANCEL_MARK)):
             # No request of ours has one (a NUL, a lone surrogate), nor is one of our owner rows
-            # (an answer would end the call's claim): unknown, like any other.
+            # (an answer would end the call's claim) or cancellation marks: unknown, like any other.
             logger.info("Dropped an answer to unknown or already answered request %r", request_id[:64])
             return
         payload = dumps(raw)
