@@ -138,7 +138,7 @@ class _HomeOrOwnThread(concurrent.futures.Executor):
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
         if self.own is None:
-            future = self.home.try_submit(fn, *args, elsewhere=self._on_own_thread, **kwargs)
+            future = self.home.try_submit(_leaving_no_loop, fn, *args, elsewhere=self._on_own_thread, **kwargs)
             if future is not None:
                 return future
         return self._on_own_thread(fn, args, kwargs)
@@ -153,6 +153,27 @@ class _HomeOrOwnThread(concurrent.futures.Executor):
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         if self.own is not None:
             self.own.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
+def _leaving_no_loop(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """Run ``fn`` (asgiref's ``SyncToAsync.thread_handler`` and the call's ORM work) on the
+    request's thread, then leave asgiref's record of the thread's event loop as it was.
+
+    asgiref notes, on the thread that runs a ``sync_to_async`` function, the loop that awaits
+    it, and never clears the note: every later ``async_to_sync`` on that thread runs its
+    coroutine on that loop if it still runs. Left, the endpoint's loop would run the site's
+    own async code for the rest of the thread's life: a Django async view under WSGI, a
+    sync view's ``async_to_sync``. Blocking code there would stall every MCP call of the
+    process, and code there that waits for one (a request to this site's endpoint) would
+    wait for ever; they run on a loop of their own, as asgiref promises.
+    """
+    noted = SyncToAsync.threadlocal.__dict__
+    kept = dict(noted)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        noted.clear()
+        noted.update(kept)
 
 
 def _own_thread(executor: concurrent.futures.Executor | None) -> concurrent.futures.Executor | None:
