@@ -399,3 +399,15 @@ def test_a_question_asked_while_a_delete_commits_ends_with_the_session(
             asking.close()
             deleting.close()
             deleting_engine.dispose()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+@pytest.mark.parametrize("how", ["cancelled", "deleted"])
+def test_a_call_ends_when_cancelled_through_another_worker_before_it_noted_its_worker(engine: Engine, how: str) -> None:
+    from tests.core.test_elicitation import SlowOwner, check_a_call_ends_when_cancelled_before_it_noted_its_worker
+
+    class SlowOwnerStore(SlowOwner, SQLAlchemyStore):
+        pass
+
+    check_a_call_ends_when_cancelled_before_it_noted_its_worker(SlowOwnerStore(engine), how)
