@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from io import BytesIO
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -28,6 +28,8 @@ from mcp_django.endpoint import mark_serving_thread
 from mcp_django.registry import get_endpoint
 
 logger = logging.getLogger("mcp_django")
+
+R = TypeVar("R", bound=HttpResponseBase)
 
 
 def principal_of(request: HttpRequest) -> str | None:
@@ -157,6 +159,15 @@ def _plain(response: HTTPResponse) -> HttpResponse:
             out[name] = value
     # A known length lets the server send one plain response instead of a chunked one.
     out["Content-Length"] = str(len(response.body))
+    return _logged(out)
+
+
+def _logged(out: R) -> R:
+    # The endpoint (or this view) logged its 5xx with the traceback: django.request would log
+    # the same failure again, without it ("Internal Server Error: /mcp"), as a second ERROR.
+    # Its 4xx answers are left to django.request, as any view's are.
+    if out.status_code >= 500:
+        out._has_been_logged = True  # type: ignore[attr-defined]  # read by django.utils.log.log_response
     return out
 
 
@@ -203,7 +214,7 @@ def _out(request: HttpRequest, response: HTTPResponse, body: Callable[[HTTPRespo
     streaming = StreamingHttpResponse(body(response), status=response.status)
     for name, value in response.headers.items():
         streaming[name] = value
-    return streaming
+    return _logged(streaming)
 
 
 class AsyncMCPView(_Base):

@@ -330,6 +330,38 @@ def test_a_malformed_secure_proxy_ssl_header_is_a_json_error_not_a_500_page(
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("path", ["/mcp-sync", "/mcp-async"])
+@pytest.mark.parametrize("failing", ["endpoint", "origin"])
+def test_a_500_is_logged_once_with_its_traceback(
+    path: str, failing: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The endpoint logs its own 500 with the traceback; ``django.request`` then logged the same
+    answer again ("Internal Server Error: /mcp", no traceback): two ERROR records, two alerts
+    in an error monitor, for one failure."""
+    from mcp_common.endpoint import MCPEndpoint
+
+    def broken(self: MCPEndpoint) -> None:
+        raise RuntimeError("the database went away")
+
+    headers = dict(HEADERS, HTTP_HOST="testserver")
+    if failing == "endpoint":
+        monkeypatch.setattr(MCPEndpoint, "_process_check", broken)
+        proxy_header: object = ("HTTP_X_FORWARDED_PROTO", "https")
+    else:
+        proxy_header, headers["HTTP_ORIGIN"] = "HTTP_X_FORWARDED_PROTO", "https://testserver"
+    site = override_settings(SECURE_PROXY_SSL_HEADER=proxy_header, ROOT_URLCONF="tests.django.exposed_site")
+    with site, caplog.at_level(logging.WARNING):
+        response = Client(raise_request_exception=False).post(
+            path, json.dumps(LEGACY_INIT), content_type="application/json", **headers
+        )
+    assert response.status_code == 500, response.content[:300]
+    logged = [(r.name, r.levelname) for r in caplog.records]
+    expected = "mcp_common" if failing == "endpoint" else "mcp_django"
+    assert logged == [(expected, "ERROR")], logged
+    assert caplog.records[0].exc_info is not None
+
+
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(("origin", "status"), [("https://testserver", 200), ("http://testserver", 403)])
 def test_a_host_naming_its_default_port_is_the_same_origin(origin: str, status: int) -> None:
     """A proxy setting ``Host: $host:$server_port`` sends ``testserver:443``; the browser's
