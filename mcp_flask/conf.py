@@ -44,6 +44,7 @@ must share them.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -185,6 +186,19 @@ def _secret(value: Any, key: str) -> str:
     return value
 
 
+_WEAK_KEYS_SAID: set[bytes] = set()
+"""Digests of the weak keys already warned about in this process (never the keys)."""
+
+
+def _warn_weak_key(key: str) -> None:
+    # Once per key and process: a module that builds ``app = create_app()`` at import, with the
+    # CLI pointed at the factory, builds two apps from one configuration, and tests build many.
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
+    if digest not in _WEAK_KEYS_SAID:
+        _WEAK_KEYS_SAID.add(digest)
+        logger.warning("SECRET_KEY is shorter than 32 characters; MCP request-state keys derived from it are weak.")
+
+
 def build_config(app: Flask) -> MCPConfig:
     """The frozen core configuration for ``app``; a ``ValueError`` names any bad option."""
     config = app.config
@@ -199,7 +213,7 @@ def build_config(app: Flask) -> MCPConfig:
         raise ValueError(f"SECRET_KEY_FALLBACKS must be a list of keys, got {fallbacks!r}.")
     secrets = secret_chain(_secret(secret, "SECRET_KEY"), [_secret(f, "SECRET_KEY_FALLBACKS") for f in fallbacks])
     if len(secrets[0]) < 32:
-        logger.warning("SECRET_KEY is shorter than 32 characters; MCP request-state keys derived from it are weak.")
+        _warn_weak_key(secrets[0])
     json_response = config["MCP_JSON_RESPONSE"]
     if not isinstance(json_response, bool):
         raise ValueError(f"MCP_JSON_RESPONSE must be True or False, got {json_response!r}.")

@@ -381,10 +381,43 @@ def test_completing_between_a_flush_and_the_commit_on_a_shared_sqlite_file_says_
     get_state(app).close()
 
 
-def test_short_secret_key_is_logged(make_app: Callable[..., Flask], caplog: pytest.LogCaptureFixture) -> None:
+def test_a_short_secret_key_is_logged_once_however_many_apps_use_it(
+    make_app: Callable[..., Flask], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A module with ``create_app()`` and ``app = create_app()`` builds two apps when the CLI
+    is pointed at the factory (``flask --app shop:create_app mcp --help``): one weak key, one
+    warning. Another weak key gets its own."""
+    import secrets
+
+    weak, other = secrets.token_hex(8), secrets.token_hex(8)  # keys no other test has used
     with caplog.at_level(logging.WARNING, "mcp_flask"):
-        MCP(make_app(SECRET_KEY="short"), server=server)
-    assert "shorter than 32 characters" in caplog.text
+        for key in (weak, weak, other, weak):
+            MCP(make_app(SECRET_KEY=key), server=server)
+    warned = [(r.name, r.levelname) for r in caplog.records if "SECRET_KEY is shorter" in r.getMessage()]
+    assert warned == [("mcp_flask", "WARNING")] * 2
+    assert weak not in caplog.text and other not in caplog.text
+
+
+def run_flask(app_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``flask *args`` as a user runs it, in a process of its own, in ``app_dir``."""
+    root = str(Path(mcp_flask.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(app_dir), root])}
+    command = [sys.executable, "-m", "flask", *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=app_dir, timeout=60)
+
+
+def test_cli_help_says_a_short_secret_key_once(tmp_path: Path) -> None:
+    """The command as a user runs it, with an app module that also builds its app at import."""
+    (tmp_path / "weakapp.py").write_text(
+        "from flask import Flask\nfrom mcp.server import MCPServer\nfrom mcp_flask import MCP\n"
+        "def create_app():\n"
+        f"    app = Flask(__name__, instance_path={str(tmp_path / 'instance')!r})\n"
+        "    app.config['SECRET_KEY'] = 'short'\n    MCP(app, server=MCPServer('CLI'))\n    return app\n"
+        "app = create_app()\n"
+    )
+    done = run_flask(tmp_path, "--app", "weakapp:create_app", "mcp", "--help")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("SECRET_KEY is shorter than 32 characters") == 1, done.stderr
 
 
 def test_a_mistyped_mcp_key_is_logged_with_the_key_it_resembles(
@@ -809,17 +842,8 @@ def test_cli_migrate_prints_nothing_else_on_a_terminal(tmp_path: Path) -> None:
         f"app = Flask(__name__, instance_path={str(tmp_path / 'instance')!r})\n"
         "app.config['SECRET_KEY'] = 'x' * 40\nMCP(app, server=MCPServer('CLI'))\n"
     )
-    root = str(Path(mcp_flask.__file__).resolve().parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), root])}
     for _ in range(2):
-        done = subprocess.run(
-            [sys.executable, "-m", "flask", "--app", "cliapp", "mcp", "migrate"],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=tmp_path,
-            timeout=60,
-        )
+        done = run_flask(tmp_path, "--app", "cliapp", "mcp", "migrate")
         assert done.returncode == 0, done.stderr
         assert done.stderr == ""
         assert len(done.stdout.splitlines()) == 1, done.stdout
