@@ -136,9 +136,16 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # One handler, the root logger's, which every record reaches once. The SDK's MCPServer()
+    # gives the root logger a handler unless it has one, so a handler on a logger of its own
+    # too (ours, or Django's DEBUG console on "django") printed each of its records twice.
+    "root": {"handlers": ["console"], "level": "WARNING"},
     "loggers": {
+        "django": {"level": "INFO"},  # its records go to the root's handler, once
         # The SDK's loggers too: a tool's crash is logged on "mcp.server.mcpserver.server".
-        name: {"handlers": ["console"], "level": os.environ.get("MCP_EXAMPLE_LOG_LEVEL", "WARNING")}
-        for name in ("mcp", "mcp_common", "mcp_django")
+        **{
+            name: {"level": os.environ.get("MCP_EXAMPLE_LOG_LEVEL", "WARNING")}
+            for name in ("mcp", "mcp_common", "mcp_django")
+        },
     },
 }

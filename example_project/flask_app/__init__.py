@@ -22,13 +22,14 @@ from mcp_flask.admin import admin_blueprint
 
 
 def _configure_logging() -> None:
+    # One handler, the root logger's, which every record reaches once (unless the process set
+    # its own up). The SDK's MCPServer() gives the root logger a handler unless it has one, so
+    # a handler on a logger below it too printed each of that logger's records twice.
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
     level = os.environ.get("MCP_EXAMPLE_LOG_LEVEL", "WARNING")
     # The SDK's loggers too: a tool's crash is logged on "mcp.server.mcpserver.server".
     for name in ("mcp", "mcp_common", "mcp_flask"):
-        logger = logging.getLogger(name)
-        logger.setLevel(level)
-        if not logger.handlers:
-            logger.addHandler(logging.StreamHandler())
+        logging.getLogger(name).setLevel(level)
 
 
 def home() -> str:
