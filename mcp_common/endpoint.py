@@ -36,6 +36,7 @@ from mcp_common.jsonrpc import error_response, request_cancelled
 from mcp_common.legacy import LegacyProtocol
 from mcp_common.loop import LoopRunner
 from mcp_common.modern import handle_modern
+from mcp_common.outage import Outage
 from mcp_common.security import check_request
 from mcp_common.state import finish_blocking, prepare_blocking
 from mcp_common.store import SessionStore
@@ -282,6 +283,7 @@ class MCPEndpoint:
         """Beat for this worker and expire overdue elicitations, forever (one short write each;
         no beat on a database that lives in this process only)."""
         private: bool | None = None
+        outage = Outage(logger, "MCP heartbeat")
         while True:
             try:
                 now = time.time()
@@ -290,15 +292,16 @@ class MCPEndpoint:
                 if not private:
                     await self._db_to_the_end(self.store.beat_worker, worker_id(), now)
                 await self._db_to_the_end(self.store.expire_elicitations, now)
+                outage.succeeded()
             except RuntimeError as exc:
                 if str(exc).startswith("cannot schedule new futures"):
                     return  # the process is shutting down (its database threads are gone)
                 # Any other RuntimeError (NotImplementedError, RecursionError, a driver's) is a
                 # failed beat like the rest: a heartbeat that stopped here would let the other
                 # workers take this live one for dead and end its streams.
-                logger.warning("MCP heartbeat failed; retrying", exc_info=True)
+                outage.failed()
             except Exception:
-                logger.warning("MCP heartbeat failed; retrying", exc_info=True)
+                outage.failed()
             await asyncio.sleep(self.config.heartbeat_interval)
 
     async def db(self, fn: Callable[..., T], *args: Any) -> T:

@@ -84,6 +84,7 @@ from mcp_common.jsonrpc import (
     request_cancelled,
     sse_frame,
 )
+from mcp_common.outage import Outage
 from mcp_common.store import GET_STREAM, MAX_CALL_ID, SessionRecord, storable, storable_text
 
 if TYPE_CHECKING:
@@ -545,6 +546,8 @@ class AnswerPoller:
         self._kick = asyncio.Event()
         self._last_added = 0.0
         self._sleeping = 0.0
+        # Kept across the poll loops a process starts and ends as questions come and go.
+        self._outage = Outage(logger, "Polling for answers from other workers")
 
     def add(self, session_id: str, request_id: str, *, prompt: bool = True) -> None:
         """Poll for this answer; ``prompt=False``: at the pace older questions set (at most
@@ -599,12 +602,13 @@ class AnswerPoller:
                             waiters.end_session(key[0])
                     # 10,000 waiting questions: one existence sweep every 11 s.
                     next_check = time.monotonic() + min(MAX_POLL_INTERVAL + len(keys) / 1000, 30.0)
+                self._outage.succeeded()
             except RuntimeError as exc:
                 if "after shutdown" in str(exc):
                     return  # the process is exiting: its database threads are gone
-                logger.warning("Polling for answers from other workers failed; retrying", exc_info=True)
+                self._outage.failed()
             except Exception:
-                logger.warning("Polling for answers from other workers failed; retrying", exc_info=True)
+                self._outage.failed()
 
 
 def _client_params_json(params: InitializeRequestParams) -> str | None:

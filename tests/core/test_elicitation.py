@@ -1131,6 +1131,45 @@ def test_a_session_deleted_through_another_worker_cancels_the_questions_waiting_
     assert store.calls["pending_keys"] >= 1
 
 
+class OutageStore(CountingStore):
+    """A ``CountingStore`` whose poll for answers fails while ``down``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+        self.failed = 0
+
+    def answered_since(self, since: float):
+        if self.down:
+            self.failed += 1
+            raise ConnectionError("the database went away")
+        return super().answered_since(since)
+
+
+def test_a_database_outage_under_the_answer_poll_is_logged_once_then_its_end(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The poll retries up to once a second: it logged a WARNING (and a traceback) at each
+    failed round, for as long as the database was away."""
+    store = OutageStore()
+    point = endpoint(store, poll_interval=0.02, wait_detach_seconds=0.02)
+    session = initialize(point, {"elicitation": {}})
+    caplog.set_level(logging.INFO, logger="mcp_common.legacy")
+    store.down = True
+    detached_question(point, session, 1)
+    assert wait_for(lambda: store.failed >= 8)
+    store.down = False
+
+    def logged() -> list[tuple[str, str]]:
+        return [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "mcp_common.legacy"]
+
+    assert wait_for(lambda: len(logged()) == 2), logged()
+    point.close()
+    (warning, back) = logged()
+    assert warning == ("WARNING", "Polling for answers from other workers failed; retrying")
+    assert back[0] == "INFO" and back[1].startswith("Polling for answers from other workers works again after")
+
+
 def test_close_ends_the_calls_waiting_for_answers_and_their_polling() -> None:
     """``close()`` (a test's teardown, an orderly shutdown) exits the lifespan the tools run
     under: the calls waiting for a client's answer end with it, as the SDK's session manager

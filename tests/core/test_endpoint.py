@@ -1013,6 +1013,39 @@ class FailsOnceWithARuntimeError(SharedDatabase):
         return super().expire_elicitations(now)
 
 
+class FailsFiveSweeps(FailsOnceWithARuntimeError):
+    """A shared store whose first five expiry sweeps fail: a database away for five beats."""
+
+    def expire_elicitations(self, now: float) -> int:
+        self.sweeps += 1
+        if self.sweeps <= 5:
+            raise ConnectionError("the database went away")
+        return SharedDatabase.expire_elicitations(self, now)
+
+
+def test_a_heartbeat_outage_is_logged_when_it_starts_and_when_it_ends(caplog: pytest.LogCaptureFixture) -> None:
+    """Five failed beats in a row: one WARNING with the traceback, then an INFO at the first
+    beat that works (it was a WARNING per beat, for as long as the database was away)."""
+    store = FailsFiveSweeps()
+    caplog.set_level(logging.INFO, logger="mcp_common")
+    point = endpoint(store, heartbeat_interval=0.01)
+    try:
+        initialize(point)
+
+        def logged() -> list[tuple[str, str]]:
+            return [(r.levelname, r.getMessage()) for r in caplog.records if "heartbeat" in r.getMessage()]
+
+        deadline = time.monotonic() + 10
+        while len(logged()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        (warning, back) = logged()
+        assert warning == ("WARNING", "MCP heartbeat failed; retrying")
+        assert back[0] == "INFO" and back[1].startswith("MCP heartbeat works again after"), back
+        assert back[1].endswith("(5 failed attempts)"), back
+    finally:
+        point.close()
+
+
 def test_a_beat_that_fails_with_a_runtime_error_does_not_stop_the_heartbeat(caplog: pytest.LogCaptureFixture) -> None:
     """Only the process's shutdown ends the heartbeat: had a failed beat stopped it, the other
     workers would take this live worker for dead and end its streams."""
