@@ -2,9 +2,10 @@
 
 A framework's decorator (``mcp_django.permission_required``, ``mcp_flask.permission_required``)
 marks a tool function with a check of the framework's request. Before a request reaches the
-endpoint, the adapter asks :func:`denied_tools` which of the server's tools the caller may not
-use (in the request's own thread, where the framework's database and context work) and puts
-them on the request. For that request the server's tool registry leaves them out: ``tools/list``
+endpoint, the adapter asks which of the server's tools the caller may not use
+(:func:`tool_checks`, then :func:`run_checks`: every tool for ``tools/list``, the called one
+for ``tools/call``; in the request's own thread, where the framework's database and context
+work) and puts them on the request. For that request the server's tool registry leaves them out: ``tools/list``
 does not list them and a call gets the SDK's own "Unknown tool" answer, on every path, exactly
 as for a tool that does not exist. Each request is checked afresh, so a permission withdrawn
 mid-session takes effect at once.
@@ -60,9 +61,18 @@ def protected_tools(server: Any) -> dict[str, Callable[[Any], bool]]:
 
 
 def tool_checks(server: Any, request: Any) -> dict[str, Callable[[Any], bool]]:
-    """The checks to run for ``request`` (framework-neutral): none unless it lists or calls
-    tools and ``server`` has tools with a permission. Cheap: the adapters ask on every request."""
-    return protected_tools(server) if asks_about_tools(request) else {}
+    """The checks to run for ``request`` (framework-neutral): every protected tool's for
+    ``tools/list``, the called tool's for ``tools/call`` (no other tool's changes its answer),
+    none for anything else. Cheap: the adapters ask on every request."""
+    decoded = _tool_request(request)
+    if decoded is None:
+        return {}
+    checks = protected_tools(server)
+    if decoded["method"] == "tools/list":
+        return checks
+    params = decoded.get("params")
+    name = params.get("name") if isinstance(params, dict) else None
+    return {name: checks[name]} if isinstance(name, str) and name in checks else {}
 
 
 def run_checks(checks: dict[str, Callable[[Any], bool]], native: Any) -> frozenset[str]:
@@ -75,14 +85,27 @@ def run_checks(checks: dict[str, Callable[[Any], bool]], native: Any) -> frozens
     framework's own code runs.
     """
     denied = set()
+    failed: dict[str, Exception] = {}
     for name, check in checks.items():
         try:
             allowed = check(native)
-        except Exception:
-            logger.exception("The permission check of tool %r failed: the tool is hidden from this request", name)
+        except Exception as exc:
+            failed[name] = exc
             allowed = False
         if not allowed:
             denied.add(name)
+    if failed:
+        # One record for the request, however many tools share a broken check (a tools/list
+        # runs them all): what failed and the first traceback, as one failure of the request.
+        names = ", ".join(map(repr, failed))
+        if len(failed) == 1:
+            message = f"The permission check of tool {names} failed: the tool is hidden from this request"
+        else:
+            message = (
+                f"The permission checks of tools {names} failed: the tools are hidden from this request "
+                "(the first traceback below)"
+            )
+        logger.error("%s", message, exc_info=next(iter(failed.values())))
     return frozenset(denied)
 
 
@@ -93,11 +116,15 @@ def denied_tools(server: Any, native: Any) -> frozenset[str]:
 
 def asks_about_tools(request: Any) -> bool:
     """Whether the (framework-neutral) request is one whose answer a tool's permission changes."""
+    return _tool_request(request) is not None
+
+
+def _tool_request(request: Any) -> dict[str, Any] | None:
     try:
         decoded = request.json()
     except (ValueError, RecursionError):
-        return False
-    return isinstance(decoded, dict) and decoded.get("method") in TOOL_METHODS
+        return None
+    return decoded if isinstance(decoded, dict) and decoded.get("method") in TOOL_METHODS else None
 
 
 def unenforced_permissions(server: Any) -> list[str]:

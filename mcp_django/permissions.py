@@ -12,7 +12,7 @@
 
 A caller who fails does not see the tool in ``tools/list``, and calling it by name gets the
 SDK's "Unknown tool" answer, as for a tool that does not exist. The test runs on every request
-that lists or calls tools, against ``request.user`` as the project's middleware (or
+that lists the tools or calls this one, against ``request.user`` as the project's middleware (or
 ``MCP["AUTHENTICATION_CLASSES"]``) made it, in the request's thread.
 """
 

@@ -8,7 +8,7 @@
     def sales_report() -> str: ...
 
 The check takes no arguments and runs in the request's own context (``flask.request``,
-``flask.g``, Flask-Login's ``current_user``) on every request that lists or calls tools. A
+``flask.g``, Flask-Login's ``current_user``) on every request that lists the tools or calls this one. A
 caller for whom it is false does not see the tool in ``tools/list``, and calling it by name gets
 the SDK's "Unknown tool" answer, as for a tool that does not exist.
 """

@@ -5,6 +5,7 @@ tool that does not exist."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 
 import pytest
@@ -66,6 +67,50 @@ def test_each_caller_is_offered_and_may_call_only_its_tools(
     else:
         unknown = send("tools/call", {"name": "no_such_tool", "arguments": {}})
         assert json.dumps(report) == json.dumps(unknown).replace("no_such_tool", "report")
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_a_broken_check_is_logged_once_per_request_that_needs_it(
+    make_app: Callable[..., Flask], era: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Checks that raise (``current_user.profile`` for an anonymous caller) deny, and say so
+    in one ERROR for the request that ran them; a call of another tool runs none of them (each
+    request ran every tool's check, and logged each broken one, whatever it asked for)."""
+    server = build_server()
+    vip_only = permission_required(lambda: current_user.profile.vip)
+
+    @server.tool()
+    @vip_only
+    def lounge() -> str:
+        return "welcome"
+
+    @server.tool()
+    @vip_only
+    def champagne() -> str:
+        return "cheers"
+
+    app = make_app()
+    LoginManager(app).user_loader(User)
+    MCP(app, server=server)
+    MCP.migrate(app)
+    send = Caller(app, None, era).send
+
+    def errors() -> list[logging.LogRecord]:
+        found = [r for r in caplog.records if r.levelno >= logging.ERROR]
+        caplog.clear()
+        return found
+
+    errors()
+    assert [tool["name"] for tool in send("tools/list", {})["result"]["tools"]] == ["stock"]
+    (listed,) = errors()
+    assert listed.name == "mcp_common.permissions" and listed.exc_info is not None
+    assert "'lounge'" in listed.getMessage() and "'champagne'" in listed.getMessage()
+    assert send("tools/call", {"name": "stock", "arguments": {}})["result"]["content"][0]["text"] == "12 teapots"
+    assert errors() == []
+    refused = send("tools/call", {"name": "lounge", "arguments": {}})
+    assert "Unknown tool" in json.dumps(refused) and "Traceback" not in json.dumps(refused)
+    (called,) = errors()
+    assert "'lounge'" in called.getMessage() and "'champagne'" not in called.getMessage()
 
 
 def test_the_check_must_be_callable() -> None:
