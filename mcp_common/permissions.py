@@ -124,7 +124,11 @@ def _tool_request(request: Any) -> dict[str, Any] | None:
         decoded = request.json()
     except (ValueError, RecursionError):
         return None
-    return decoded if isinstance(decoded, dict) and decoded.get("method") in TOOL_METHODS else None
+    if not isinstance(decoded, dict):
+        return None
+    method = decoded.get("method")
+    # Checked as a string first: a list or an object is unhashable, and the SDK refuses it.
+    return decoded if isinstance(method, str) and method in TOOL_METHODS else None
 
 
 def unenforced_permissions(server: Any) -> list[str]:

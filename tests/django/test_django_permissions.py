@@ -100,3 +100,19 @@ def test_a_permission_on_a_resource_or_prompt_fails_the_system_check() -> None:
     assert "resource 'shop://takings'" in errors[0] and "prompt 'audit'" in errors[1]
     # The example project's servers (including those routed in its URLconf) all pass.
     assert not [m for m in run_checks(tags=["mcp"]) if m.id == "mcp_django.E006"]
+
+
+@pytest.mark.parametrize("path", ["/guarded-sync", "/guarded-async"])
+@pytest.mark.parametrize("method", [["tools/list"], {"name": "tools/call"}])
+def test_a_method_that_is_not_a_string_is_a_json_rpc_error(path: str, method: Any) -> None:
+    """Whether a request lists or calls tools was asked with ``method in {...}``: a list or an
+    object there raised ``TypeError`` in the view, and the caller got Django's HTML 500 page."""
+    from django.test import Client, override_settings
+
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {}}
+    with override_settings(ROOT_URLCONF="tests.django.asgi_site"):
+        response = Client(raise_request_exception=False).post(
+            path, json.dumps(body), content_type="application/json", HTTP_ACCEPT="application/json, text/event-stream"
+        )
+    assert response["Content-Type"] == "application/json", response.content[:300]
+    assert response.status_code < 500 and "error" in json.loads(response.content), response.content[:300]
