@@ -291,12 +291,16 @@ class CallStream:
     async def _note_owner_until_noted(self) -> None:
         # Tried again after a failure, until the call ends: without the row, a resuming worker
         # takes the live call for one whose worker died once its key's time has passed.
+        # One outage for all of the endpoint's calls: logged when it starts and when it ends.
+        outage = self.endpoint.legacy.owner_outage
         while not self._ended:
             try:
                 await self.note_owner()
-                return
             except Exception:
-                logger.warning("Could not record which worker runs a call; retrying", exc_info=True)
+                outage.failed()
+            else:
+                outage.succeeded()
+                return
             await asyncio.sleep(min(1.0, self.endpoint.config.heartbeat_interval))
 
     async def forget_owner(self) -> None:
@@ -640,6 +644,8 @@ class LegacyProtocol:
         self.endpoint = endpoint
         self.waiters = Waiters()
         self.poller = AnswerPoller(self)
+        self.owner_outage = Outage(logger, "Recording which worker runs a call")
+        """The failures of the running calls' writes of their owner rows (one outage for all)."""
 
     # -- entry -------------------------------------------------------------------------------
 

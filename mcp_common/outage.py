@@ -1,6 +1,6 @@
 """The log of background database work that retries: an outage said once, not per attempt.
 
-The answer poll, the heartbeat and the noting of a call's worker retry on their own, up to once
+The answer poll, the heartbeat and the noting of a running call's worker retry on their own, up to once
 a second: a WARNING (and its traceback) per attempt filled an operator's log for as long as
 the database was away. :class:`Outage` says it when it starts, reminds at a slow pace while it
 lasts, and says when it ends.

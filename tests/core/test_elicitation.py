@@ -38,6 +38,7 @@ from mcp_common.elicitation import (
     complete_in_store,
     elicitation_completed,
 )
+from mcp_common.legacy import OWNER_METHOD
 from mcp_common.schemas import ElicitationSchemaError, assert_server_schemas, check_server_schemas
 from mcp_common.state import parse_handle
 from mcp_common.store import GET_STREAM, REFUSED_DETAIL
@@ -1168,6 +1169,48 @@ def test_a_database_outage_under_the_answer_poll_is_logged_once_then_its_end(
     (warning, back) = logged()
     assert warning == ("WARNING", "Polling for answers from other workers failed; retrying")
     assert back[0] == "INFO" and back[1].startswith("Polling for answers from other workers works again after")
+
+
+class OwnerOutageStore(MemoryStore):
+    """A ``MemoryStore`` whose writes of a call's owner row fail while ``down``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+        self.failed = 0
+
+    def create_pending(self, session_id: str, request_id: str, method: str, params: str, *args: Any, **kwargs: Any):
+        if self.down and method == OWNER_METHOD:
+            self.failed += 1
+            raise ConnectionError("the database went away")
+        return super().create_pending(session_id, request_id, method, params, *args, **kwargs)
+
+
+def test_a_database_outage_under_the_noting_of_calls_workers_is_logged_once_then_its_end(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Each running call retries the write of its owner row up to once a second: with several
+    calls running, an outage logged a WARNING (and a traceback) per call per second."""
+    store = OwnerOutageStore()
+    point = endpoint(store, wait_detach_seconds=0.02, heartbeat_interval=0.05)
+    session = initialize(point, {})
+    caplog.set_level(logging.INFO, logger="mcp_common.legacy")
+    store.down = True
+    streams = [priming_id(point, legacy_call(point, session, "nap", {"seconds": 60}, call_id=n))[0] for n in (1, 2)]
+    assert wait_for(lambda: store.failed >= 8)
+    store.down = False
+    assert wait_for(lambda: sum(r.method == OWNER_METHOD for r in store._pending.values()) == 2)
+
+    def logged() -> list[tuple[str, str]]:
+        return [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "mcp_common.legacy"]
+
+    assert wait_for(lambda: len(logged()) >= 2), logged()
+    for stream in streams:
+        stream.close()
+    point.close()
+    (warning, back) = logged()
+    assert warning == ("WARNING", "Recording which worker runs a call failed; retrying")
+    assert back[0] == "INFO" and back[1].startswith("Recording which worker runs a call works again after")
 
 
 def test_close_ends_the_calls_waiting_for_answers_and_their_polling() -> None:
