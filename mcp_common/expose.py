@@ -485,6 +485,14 @@ def failed(owner: str, what: str = "the view") -> CallToolResult:
 # -- models ------------------------------------------------------------------------------------
 
 
+def known_count(page: int, page_size: int, fetched: int) -> int | None:
+    """How many rows the listing holds, when the page read tells it: one neither full nor
+    (past the first) empty holds the last row. ``None``: only counting them tells."""
+    if fetched < page_size and (fetched or page == 1):
+        return (page - 1) * page_size + fetched
+    return None
+
+
 def page_result(rows: list[dict[str, Any]], count: int, page: int, page_size: int) -> CallToolResult:
     """One page of a model's rows, as structured content and its JSON text."""
     data = {

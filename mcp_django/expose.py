@@ -90,6 +90,7 @@ from mcp_common.expose import (
     get_tool,
     html_to_text,
     json_value,
+    known_count,
     list_tool,
     object_result,
     page_result,
@@ -939,8 +940,10 @@ def _register_model(
                     match |= Q(**{f"{field.name}__icontains": text})
                 query = query.filter(match)
             page, size = values["page"], values["page_size"]
-            count = query.count()
-            chunk = query.order_by(*order)[(page - 1) * size : page * size]
+            chunk = list(query.order_by(*order)[(page - 1) * size : page * size])
+            count = known_count(page, size, len(chunk))
+            if count is None:
+                count = query.count()
             return page_result([serialize(obj) for obj in chunk], count, page, size)
 
         spec, described = list_tool(

@@ -65,6 +65,7 @@ from mcp_common.expose import (
     get_tool,
     html_to_text,
     json_value,
+    known_count,
     list_tool,
     object_result,
     page_result,
@@ -506,9 +507,11 @@ def model_tools(
                 if text:
                     pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
                     statement = statement.where(sa.or_(*(column.ilike(pattern, escape="\\") for column in searched)))
-                count = db.scalar(sa.select(sa.func.count()).select_from(statement.order_by(None).subquery())) or 0
                 # unique(): SQLAlchemy hands out no rows of a joined eager collection without it.
                 chunk = db.scalars(statement.order_by(*order).limit(size).offset((page - 1) * size)).unique().all()
+                count = known_count(page, size, len(chunk))
+                if count is None:
+                    count = db.scalar(sa.select(sa.func.count()).select_from(statement.order_by(None).subquery())) or 0
                 return page_result([serialize(obj) for obj in chunk], count, page, size)
 
             filter_types = {name: _annotation(column) for name, column in filtered.items()}

@@ -65,6 +65,9 @@ def check_pages_filters_and_search(alice: Caller, clerk: Caller, owner: str, own
     }  # fmt: skip
     second = alice.call("list_orders", page=2)["structuredContent"]
     assert [row["number"] for row in second["results"]] == ["A-1"]
+    assert (second["count"], second["pages"]) == (3, 2)  # told by the page, which is not full
+    beyond = alice.call("list_orders", page=5)["structuredContent"]
+    assert (beyond["results"], beyond["count"], beyond["page"], beyond["pages"]) == ([], 3, 5, 2)
     assert alice.call("list_orders", status="paid")["structuredContent"]["count"] == 1
     # Bob's order is not among Alice's rows, whatever she asks.
     assert alice.call("list_orders", search="bob")["structuredContent"]["count"] == 0

@@ -460,6 +460,28 @@ class Shift(models.Model):
 model_tools(mcp, Shift, fields="__all__", filters=["starts", "length", "rostered"], permission=None)
 
 
+class Reading(models.Model):
+    """A meter's reading, to the microsecond, who took it, and what the meter said (its table
+    is made by the test that reads it)."""
+
+    owner = models.ForeignKey("auth.User", null=True, on_delete=models.CASCADE)
+    taken = models.DateTimeField()
+    at = models.TimeField()
+    said = models.JSONField()
+
+    class Meta:
+        app_label = "expose_tests"
+
+
+model_tools(
+    mcp,
+    Reading,
+    fields=["id", "owner_id", "taken", "at", "said"],
+    filters=["owner_id", "taken", "at", "said"],
+    permission=None,
+)
+
+
 def broken_queryset(request: HttpRequest) -> Any:
     raise RuntimeError("table orders_secret is gone")
 

@@ -17,10 +17,11 @@ from django.contrib.auth.models import Permission, User
 from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 
 from example_project.django_site.shop.models import Order
 from tests.django import inprocess
-from tests.django.exposed_site import Document, Shift
+from tests.django.exposed_site import Document, Reading, Shift
 from tests.expose_checks import (
     check_a_path_argument_its_url_refuses,
     check_a_search_too_long_to_match_is_refused,
@@ -547,6 +548,33 @@ def test_a_date_time_filter_takes_a_time_with_or_without_an_offset(use_tz: bool)
     finally:
         with connection.schema_editor() as editor:
             editor.delete_model(Shift)
+
+
+def test_a_page_tells_the_count_when_it_is_not_full() -> None:
+    """Every page paid a ``COUNT(*)`` of the whole listing: a page neither full nor past the
+    end holds the last row, and so tells the count; the others still count."""
+    with connection.schema_editor() as editor:
+        editor.create_model(Reading)
+    try:
+        at = dt.datetime(2026, 3, 1, 9, 30, tzinfo=dt.UTC)
+        for key in (1, 2, 3):
+            Reading.objects.create(id=key, taken=at, at=at.time(), said=key)
+        caller = Caller("/mcp-sync", "modern")
+        for arguments, shown, counts in (
+            ({}, [1, 2, 3], 0),
+            ({"page_size": 2, "page": 2}, [3], 0),
+            ({"page_size": 2}, [1, 2], 1),
+            ({"page_size": 2, "page": 3}, [], 1),
+        ):
+            with CaptureQueriesContext(connection) as queries:
+                listed = caller.call("list_readings", **arguments)["structuredContent"]
+            assert [row["id"] for row in listed["results"]] == shown and listed["count"] == 3, (arguments, listed)
+            assert listed["pages"] == (2 if arguments else 1), listed
+            counted = [query["sql"] for query in queries.captured_queries if "COUNT(" in query["sql"].upper()]
+            assert len(counted) == counts, (arguments, counted)
+    finally:
+        with connection.schema_editor() as editor:
+            editor.delete_model(Reading)
 
 
 def test_a_range_fields_value_reads_as_its_bounds() -> None:
