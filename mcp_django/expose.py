@@ -889,8 +889,14 @@ def _register_model(
     meta = model._meta
     owner = f"model_tools({meta.label})"
     check_model_options(owner, actions, fields, page_size, max_page_size, ImproperlyConfigured)
-    shown = list(meta.concrete_fields) if fields == "__all__" else [_field(meta, name, owner) for name in fields]
-    filtered = [_field(meta, name, owner) for name in filters]
+    # Named as the project wrote them: a foreign key's column (``owner_id``) is its field, and
+    # keeps that name in the rows and as the filter.
+    shown = (
+        [(f.name, f) for f in meta.concrete_fields]
+        if fields == "__all__"
+        else [(name, _field(meta, name, owner)) for name in fields]
+    )
+    filtered = {name: _field(meta, name, owner) for name in filters}
     searched = [_field(meta, name, owner) for name in search]
     for field in searched:
         if field.get_internal_type() not in ("CharField", "TextField", "SlugField", "EmailField", "URLField"):
@@ -917,11 +923,11 @@ def _register_model(
         return queryset(request)
 
     def serialize(obj: models.Model) -> dict[str, Any]:
-        row = {field.name: _value(field.value_from_object(obj)) for field in shown}
+        row = {name: _value(field.value_from_object(obj)) for name, field in shown}
         return json.loads(json.dumps(row, cls=DjangoJSONEncoder))
 
     if "list" in actions:
-        filter_types = {f.name: _annotation(f) for f in filtered}
+        filter_types = {name: _annotation(f) for name, f in filtered.items()}
 
         def list_rows(values: dict[str, Any]) -> CallToolResult:
             try:

@@ -550,6 +550,27 @@ def test_a_date_time_filter_takes_a_time_with_or_without_an_offset(use_tz: bool)
             editor.delete_model(Shift)
 
 
+@pytest.mark.parametrize("path", PATHS)
+def test_a_foreign_key_named_by_its_column_is_shown_and_filtered_by_that_name(path: str, shop: dict[str, User]) -> None:
+    """``fields=["owner_id"]`` and ``filters=["owner_id"]``, as the model's column is named:
+    they were shown, and taken, as ``owner``, not the name the project wrote."""
+    with connection.schema_editor() as editor:
+        editor.create_model(Reading)
+    try:
+        at = dt.datetime(2026, 3, 1, 9, 30, tzinfo=dt.UTC)
+        Reading.objects.create(owner=shop["bob"], taken=at, at=at.time(), said=1)
+        Reading.objects.create(owner=None, taken=at, at=at.time(), said=2)
+        caller = Caller(path, "modern")
+        properties = caller.tools()["list_readings"]["inputSchema"]["properties"]
+        assert "owner_id" in properties and "owner" not in properties
+        found = caller.call("list_readings", owner_id=shop["bob"].pk)["structuredContent"]["results"]
+        assert [(row["owner_id"], row["said"]) for row in found] == [(shop["bob"].pk, 1)]
+        assert "owner" not in found[0]
+    finally:
+        with connection.schema_editor() as editor:
+            editor.delete_model(Reading)
+
+
 def test_a_page_tells_the_count_when_it_is_not_full() -> None:
     """Every page paid a ``COUNT(*)`` of the whole listing: a page neither full nor past the
     end holds the last row, and so tells the count; the others still count."""
