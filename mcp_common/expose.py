@@ -485,6 +485,51 @@ def failed(owner: str, what: str = "the view") -> CallToolResult:
 # -- models ------------------------------------------------------------------------------------
 
 
+JSONValue = dict[str, Any] | list[Any] | str | int | float | bool
+"""A JSON column's filter: any JSON value but ``null`` (an unset filter), matched as JSON."""
+
+_MILLISECOND = dt.timedelta(milliseconds=1)
+
+
+def shown_window(value: Any) -> tuple[Any, Any] | None:
+    """The values :func:`json_value` shows as ``value``, for a time filter: ``(value, end)``,
+    the half-open millisecond from ``value`` (``end`` ``None`` past the last one of the day, or
+    of time), when ``value`` is a datetime or a time of day to the millisecond; ``None`` for
+    another value, or a time given to the microsecond, which is matched exactly. Times are
+    shown to the millisecond: the value a tool showed finds its row sent back as a filter."""
+    if not isinstance(value, dt.datetime | dt.time) or value.microsecond % 1000:
+        return None
+    if isinstance(value, dt.datetime):
+        try:
+            return value, value + _MILLISECOND
+        except OverflowError:
+            return value, None
+    later = dt.datetime.combine(dt.date.min, value) + _MILLISECOND
+    return value, later.timetz() if later.date() == dt.date.min else None
+
+
+def canonical_json(stored: str | float | None) -> str | None:
+    """A JSON document (as SQLite hands a JSON column's value over) written one way, its
+    keys sorted: two documents compare whatever the order of their keys. ``None`` for what
+    is not JSON, which matches nothing."""
+    if isinstance(stored, int | float):
+        # A column declared JSON has numeric affinity in SQLite: a number is kept as one.
+        return json.dumps(stored)
+    if not isinstance(stored, str):
+        return None
+    try:
+        return json.dumps(json.loads(stored), sort_keys=True, separators=(",", ":"))
+    except ValueError:
+        return None  # not JSON: matches no filter
+
+
+def add_canonical_json(connection: Any) -> None:
+    """Give the ``sqlite3`` connection ``connection`` the function ``mcp_canonical_json(value)``:
+    a JSON column's value as :func:`canonical_json` writes it. SQLite's own ``json()`` keeps
+    the order of the text's keys, and a client may send an object's keys in any order."""
+    connection.create_function("mcp_canonical_json", 1, canonical_json, deterministic=True)
+
+
 def known_count(page: int, page_size: int, fetched: int) -> int | None:
     """How many rows the listing holds, when the page read tells it: one neither full nor
     (past the first) empty holds the last row. ``None``: only counting them tells."""

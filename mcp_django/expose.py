@@ -55,7 +55,7 @@ from django.core.exceptions import (
 )
 from django.core.handlers.wsgi import WSGIRequest
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import models
+from django.db import connections, models
 from django.db.models import Q
 from django.db.models.constants import LOOKUP_SEP
 from django.db.models.fields.files import FieldFile
@@ -79,9 +79,12 @@ from pydantic import AfterValidator, BaseModel
 
 from mcp_common.expose import (
     BODY_METHODS,
+    JSONValue,
     ToolArguments,
     ViewResponse,
+    add_canonical_json,
     add_tool,
+    canonical_json,
     check_model_options,
     default_names,
     describe_view,
@@ -99,6 +102,7 @@ from mcp_common.expose import (
     register_tool,
     retype_tool,
     share_permission,
+    shown_window,
     tool_function,
     view_result,
     wraps,
@@ -936,9 +940,10 @@ def _register_model(
                 return failed(tool_names["list"], "the query")
 
         def listing(values: dict[str, Any]) -> CallToolResult:
-            query = rows(serving_request()).filter(
-                **{n: _stored_time(v) for n, v in values.items() if n in filter_types and v is not None}
-            )
+            query = rows(serving_request())
+            for name, field in filtered.items():
+                if values.get(name) is not None:
+                    query = _filtered(query, name, field, values[name])
             text = values.get("search")
             if text:
                 match = Q()
@@ -976,6 +981,33 @@ def _register_model(
 
         spec, described = get_tool(pk.name, _annotation(pk), str(meta.verbose_name), owner)
         add_tool(server, tool_names["get"], described, spec, get_row, guard)
+
+
+def _filtered(query: models.QuerySet[Any], name: str, field: Any, value: Any) -> models.QuerySet[Any]:
+    """``query`` less the rows whose ``name`` is not ``value``: a time to the millisecond
+    matches that millisecond (see :func:`shown_window`), a JSON field's value the same JSON
+    document whatever the order of its keys (Django compares JSON as text on SQLite and
+    MariaDB: there it is compared in a canonical form, and with ``JSON_EQUALS``)."""
+    if isinstance(field, models.JSONField):
+        connection = connections[query.db]
+        alias = f"_mcp_{name}"
+        if connection.vendor == "sqlite":
+            connection.ensure_connection()
+            add_canonical_json(connection.connection)
+            canonical = models.Func(models.F(name), function="mcp_canonical_json", output_field=models.TextField())
+            return query.alias(**{alias: canonical}).filter(**{alias: canonical_json(json.dumps(value))})
+        if connection.vendor == "mysql" and connection.mysql_is_mariadb:
+            document = models.Value(json.dumps(value))
+            equal = models.Func(models.F(name), document, function="JSON_EQUALS", output_field=models.IntegerField())
+            return query.alias(**{alias: equal}).filter(**{alias: 1})
+        return query.filter(**{name: value})
+    value = _stored_time(value)
+    window = shown_window(value) if field.get_internal_type() in ("DateTimeField", "TimeField") else None
+    if window is None:
+        return query.filter(**{name: value})
+    start, end = window
+    query = query.filter(**{f"{name}__gte": start})
+    return query if end is None else query.filter(**{f"{name}__lt": end})
 
 
 def _stored_time(value: Any) -> Any:
@@ -1046,6 +1078,8 @@ def _annotation(field: Any) -> Any:
     kind = field.get_internal_type()
     if kind in _INTEGER_TYPES:
         return int
+    if isinstance(field, models.JSONField):
+        return JSONValue
     return _TYPES.get(kind, str)
 
 

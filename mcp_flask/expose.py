@@ -37,6 +37,7 @@ import contextlib
 import datetime as dt
 import functools
 import inspect
+import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 from urllib.parse import unquote, urlencode
@@ -46,6 +47,8 @@ from flask import Flask, Response, current_app, g, request, url_for
 from flask.views import View
 from mcp.types import CallToolResult
 from pydantic import BaseModel
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Mapper, Session, scoped_session, undefer
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.http import HTTP_STATUS_CODES
@@ -55,8 +58,11 @@ from werkzeug.test import EnvironBuilder
 from mcp_common import current_request
 from mcp_common.expose import (
     BODY_METHODS,
+    JSONValue,
     ViewResponse,
+    add_canonical_json,
     add_tool,
+    canonical_json,
     check_model_options,
     default_names,
     describe_view,
@@ -74,6 +80,7 @@ from mcp_common.expose import (
     query_pairs,
     register_tool,
     share_permission,
+    shown_window,
     snake_case,
     tool_function,
     view_result,
@@ -498,11 +505,14 @@ def model_tools(
             def list_rows(db: Session, values: dict[str, Any]) -> CallToolResult:
                 statement = rows()
                 page, size = values["page"], values["page_size"]
+                dialect = db.get_bind(mapper).dialect  # the model's database (a bind of its own)
                 for name, column in filtered.items():
                     if values.get(name) is not None:
-                        if _beyond(column, values[name], db, mapper):
+                        if _beyond(column, values[name], dialect.name):
                             return page_result([], 0, page, size)
-                        statement = statement.where(column == _column_value(column, values[name]))
+                        statement = statement.where(_matches(column, values[name], dialect))
+                        if dialect.name == "sqlite" and isinstance(column.type, sa.JSON):
+                            _add_canonical_json(db, mapper)
                 text = values.get("search")
                 if text:
                     pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
@@ -523,7 +533,7 @@ def model_tools(
             pk = columns[key]
 
             def get_row(db: Session, values: dict[str, Any]) -> CallToolResult:
-                beyond = _beyond(pk, values[key], db, mapper)
+                beyond = _beyond(pk, values[key], db.get_bind(mapper).dialect.name)
                 obj = None if beyond else db.scalars(rows().where(pk == values[key]).limit(1)).unique().first()
                 if obj is None:
                     return error(f"No {singular} with {key} {values[key]}.")
@@ -573,6 +583,8 @@ def _session(session: Callable[[], Session] | None, owner: str) -> Session:
 def _annotation(column: Any) -> Any:
     """The Python type a tool argument for ``column`` takes."""
     kind = column.type
+    if isinstance(kind, sa.JSON):
+        return JSONValue
     if isinstance(kind, sa.Enum):
         values = tuple(m.value for m in kind.enum_class) if kind.enum_class is not None else tuple(kind.enums)
         if values and all(isinstance(v, str | int) for v in values):
@@ -583,13 +595,18 @@ def _annotation(column: Any) -> Any:
         return str
 
 
-def _beyond(column: Any, value: Any, db: Session, mapper: Mapper[Any]) -> bool:
+def _add_canonical_json(db: Session, mapper: Mapper[Any]) -> None:
+    """:func:`add_canonical_json` on the SQLite connection ``db`` reads ``mapper``'s rows with."""
+    add_canonical_json(db.connection(bind_arguments={"mapper": mapper}).connection.driver_connection)
+
+
+def _beyond(column: Any, value: Any, dialect: str) -> bool:
     """Whether ``value`` is an integer past what the integer ``column`` holds, so no row has
     it: SQLite (64 bits) and PostgreSQL (by the column's type) refuse it in a query, as an
-    error, where Django's lookups match nothing. MySQL compares it, matching nothing itself."""
+    error, where Django's lookups match nothing. MySQL compares it, matching nothing itself.
+    ``dialect``: the name of the model's database's."""
     if type(value) is not int or not isinstance(column.type, sa.Integer):
         return False
-    dialect = db.get_bind(mapper).dialect.name  # the model's database (a bind of its own)
     if dialect == "postgresql":
         kind = column.type
         bits = 16 if isinstance(kind, sa.SmallInteger) else 64 if isinstance(kind, sa.BigInteger) else 32
@@ -600,10 +617,35 @@ def _beyond(column: Any, value: Any, db: Session, mapper: Mapper[Any]) -> bool:
     return not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1)
 
 
-def _column_value(column: Any, value: Any) -> Any:
-    """A filter's value as the column compares it: an enum column's member for its value."""
-    enum_class = getattr(column.type, "enum_class", None)
-    return enum_class(value) if enum_class is not None else value
+def _matches(column: Any, value: Any, dialect: Dialect) -> Any:
+    """The condition of a filter on ``column`` for ``value``, on the ``dialect`` database.
+
+    A JSON column matches the value as a JSON document, whatever the order of its keys:
+    PostgreSQL has no ``=`` for its ``json`` type (cast to ``jsonb``), MariaDB's ``JSON`` is
+    text (``JSON_EQUALS``), MySQL's compares as JSON, and SQLite's is compared in a canonical
+    form (see :func:`_add_canonical_json`). A time to the millisecond matches the millisecond
+    (see :func:`shown_window`); an aware time compares in UTC, as SQLite and MySQL keep it. An
+    enum column's value is its member."""
+    kind = column.type
+    if isinstance(kind, sa.JSON):
+        given = sa.literal(value, kind)  # written as the column writes its values
+        if dialect.name == "postgresql":
+            return sa.cast(column, JSONB) == sa.cast(given, JSONB)
+        if dialect.name == "sqlite":
+            return sa.func.mcp_canonical_json(column) == canonical_json(json.dumps(value))
+        if getattr(dialect, "is_mariadb", False):
+            return sa.func.json_equals(column, given) == 1
+        if dialect.name == "mysql":
+            return sa.func.json_extract(column, "$") == sa.func.json_extract(given, "$")
+        return column == given
+    if isinstance(value, dt.datetime) and value.tzinfo is not None and getattr(kind, "timezone", False):
+        value = value.astimezone(dt.UTC)
+    window = shown_window(value) if isinstance(kind, sa.DateTime | sa.Time) else None
+    if window is not None:
+        start, end = window
+        return column >= start if end is None else sa.and_(column >= start, column < end)
+    enum_class = getattr(kind, "enum_class", None)
+    return column == (enum_class(value) if enum_class is not None else value)
 
 
 __all__ = ["html_to_text", "model_tools", "view_tool"]

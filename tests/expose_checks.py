@@ -3,6 +3,7 @@ the same shop (orders A-1, A-2, A-3 of Alice's, B-1 of Bob's, a clerk who sees t
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any, Protocol
 
@@ -118,3 +119,33 @@ def check_a_search_too_long_to_match_is_refused(caller: Caller, caplog: pytest.L
     search = caller.tools()["list_orders"]["inputSchema"]["properties"]["search"]
     longest = next(kind["maxLength"] for kind in search["anyOf"] if kind["type"] == "string")
     assert caller.call("list_orders", search="%" * longest)["structuredContent"]["count"] == 0
+
+
+def check_a_value_shown_finds_its_row(caller: Caller, key: str, caplog: pytest.LogCaptureFixture) -> None:
+    """``list_readings`` of three readings in one second (``key`` their key): 1 at .250123, 2
+    on the second, 3 at .000999; ``taken`` a datetime, ``at`` a time of day, ``said`` JSON
+    (1 an object, 2 a string, 3 a number), each a filter. A value the tool shows, sent back
+    as a filter, finds the rows showing it: times to the millisecond shown (``15Z`` and
+    ``15.000Z`` are one), documents whatever the order of their keys."""
+    caplog.clear()
+    rows = {row[key]: row for row in caller.call("list_readings")["structuredContent"]["results"]}
+    assert rows[1]["taken"] == "2026-03-01T09:30:15.250Z" and rows[1]["at"] == "09:30:15.250"
+    assert rows[1]["said"] == {"volts": 230, "notes": ["é", None]}
+    same = {
+        "taken": lambda a, b: dt.datetime.fromisoformat(a) == dt.datetime.fromisoformat(b),
+        "at": lambda a, b: dt.time.fromisoformat(a) == dt.time.fromisoformat(b),
+        "said": lambda a, b: a == b,
+    }
+    for number, row in rows.items():
+        for name, equal in same.items():
+            found = caller.call("list_readings", **{name: row[name]})
+            assert not found.get("isError"), (name, found)
+            shown = [other for other in rows.values() if equal(other[name], row[name])]
+            assert found["structuredContent"]["results"] == shown, (number, name, found)
+    reordered = caller.call("list_readings", said={"notes": ["é", None], "volts": 230})["structuredContent"]
+    assert [row[key] for row in reordered["results"]] == [1]
+    # A time given to the microsecond is matched to the microsecond.
+    exact = caller.call("list_readings", taken="2026-03-01T09:30:15.250123Z")["structuredContent"]
+    assert [row[key] for row in exact["results"]] == [1]
+    assert caller.call("list_readings", at="09:30:15.250124")["structuredContent"]["results"] == []
+    assert not [record for record in caplog.records if record.exc_info], caplog.text

@@ -25,6 +25,7 @@ from tests.django.exposed_site import Document, Reading, Shift
 from tests.expose_checks import (
     check_a_path_argument_its_url_refuses,
     check_a_search_too_long_to_match_is_refused,
+    check_a_value_shown_finds_its_row,
     check_an_html_page,
     check_pages_filters_and_search,
     check_text_nothing_downstream_can_carry_is_refused,
@@ -548,6 +549,25 @@ def test_a_date_time_filter_takes_a_time_with_or_without_an_offset(use_tz: bool)
     finally:
         with connection.schema_editor() as editor:
             editor.delete_model(Shift)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_value_a_model_tool_shows_finds_its_row_as_a_filter(path: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Times are shown to the millisecond: a time with microseconds sent back as shown missed
+    its row. A ``JSONField`` filter took only text (a JSON string); sent an object in another
+    key order, it missed on SQLite and MariaDB, which compare JSON as text. Each value shown
+    finds its row, and those showing the same value."""
+    with connection.schema_editor() as editor:
+        editor.create_model(Reading)
+    try:
+        second = dt.datetime(2026, 3, 1, 9, 30, 15, tzinfo=dt.UTC)
+        for key, micro, said in ((1, 250123, {"volts": 230, "notes": ["é", None]}), (2, 0, "idle"), (3, 999, 12.5)):
+            taken = second + dt.timedelta(microseconds=micro)
+            Reading.objects.create(id=key, taken=taken, at=taken.time(), said=said)
+        check_a_value_shown_finds_its_row(Caller(path, "modern"), "id", caplog)
+    finally:
+        with connection.schema_editor() as editor:
+            editor.delete_model(Reading)
 
 
 @pytest.mark.parametrize("path", PATHS)

@@ -16,15 +16,16 @@ from typing import Any
 import pytest
 from flask import Flask
 from mcp.server import MCPServer
-from sqlalchemy import DateTime, ForeignKey, String, Text, create_engine, event, select
-from sqlalchemy.dialects import postgresql
+from sqlalchemy import JSON, DateTime, Engine, ForeignKey, String, Text, Time, create_engine, event, select
+from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
 from mcp_common.fast import FastPath
-from mcp_flask import MCP, model_tools, view_tool
+from mcp_flask import MCP, make_engine, model_tools, view_tool
 from tests.expose_checks import (
     check_a_path_argument_its_url_refuses,
     check_a_search_too_long_to_match_is_refused,
+    check_a_value_shown_finds_its_row,
     check_an_html_page,
     check_pages_filters_and_search,
     check_text_nothing_downstream_can_carry_is_refused,
@@ -32,6 +33,7 @@ from tests.expose_checks import (
     text,
 )
 from tests.flask import exposed_app
+from tests.flask.conftest import BACKENDS
 from tests.flask.exposed_app import Order, Status, User, db
 from tests.flask.inprocess import Caller
 from tests.flask.test_flask_elicitation_store import PostgresDatabases
@@ -535,3 +537,51 @@ def test_postgresql_addresses_and_ranges_read_as_json(
     assert caller.call("list_leases")["structuredContent"]["results"] == [expected]
     assert caller.call("get_lease", id=1)["structuredContent"] == expected
     engine.dispose()
+
+
+class Reading(_Plain):
+    """A meter's reading, to the microsecond, and what the meter said (a plain ``JSON`` column,
+    ``json`` on PostgreSQL, which has no equality operator)."""
+
+    __tablename__ = "reading"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    taken: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True).with_variant(mysql.DATETIME(fsp=6), "mysql"))
+    at: Mapped[dt.time] = mapped_column(Time().with_variant(mysql.TIME(fsp=6), "mysql"))
+    said: Mapped[Any] = mapped_column(JSON)
+
+
+@pytest.fixture(params=BACKENDS)
+def readings(request: pytest.FixtureRequest, make_app: Callable[..., Flask], tmp_path: Path) -> Iterator[Caller]:
+    """Three readings in one second, on each database, filtered on every column."""
+    engine: Engine
+    if request.param == "sqlite":
+        engine = create_engine(f"sqlite:///{tmp_path / 'readings.sqlite3'}")
+    elif request.param == "postgres":
+        url = request.getfixturevalue("pg_databases").new()
+        engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+    else:
+        engine = make_engine(request.getfixturevalue("mariadb_databases").new())
+    _Plain.metadata.create_all(engine)
+    second = dt.datetime(2026, 3, 1, 9, 30, 15, tzinfo=dt.UTC)
+    with Session(engine) as session, session.begin():
+        for key, micro, said in ((1, 250123, {"volts": 230, "notes": ["é", None]}), (2, 0, "idle"), (3, 999, 12.5)):
+            taken = second + dt.timedelta(microseconds=micro)
+            session.add(Reading(id=key, taken=taken, at=taken.time(), said=said))
+    server = MCPServer("readings")
+    model_tools(server, Reading, fields="__all__", filters=["taken", "at", "said"], session=lambda: Session(engine))
+    app = make_app()
+    MCP(app, server=server)
+    MCP.migrate(app)
+    yield Caller(app, None, "modern")
+    engine.dispose()
+
+
+def test_a_value_a_model_tool_shows_finds_its_row_as_a_filter(
+    readings: Caller, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Times are shown to the millisecond: a time with microseconds sent back as shown missed
+    its row. A plain ``JSON`` column's filter failed as a server error on PostgreSQL (``json``
+    has no ``=``). Each value shown finds its row, and those showing the same value (the same
+    millisecond, the same document whatever the order of its keys)."""
+    check_a_value_shown_finds_its_row(readings, "id", caplog)
