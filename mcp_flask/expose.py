@@ -49,7 +49,7 @@ from mcp.types import CallToolResult
 from pydantic import BaseModel
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
-from sqlalchemy.orm import Mapper, Session, scoped_session, undefer
+from sqlalchemy.orm import Mapper, Session, lazyload, scoped_session, undefer
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.http import HTTP_STATUS_CODES
 from werkzeug.routing import BuildError
@@ -519,7 +519,7 @@ def model_tools(
                     statement = statement.where(sa.or_(*(column.ilike(pattern, escape="\\") for column in searched)))
                 # unique(): SQLAlchemy hands out no rows of a joined eager collection without it.
                 chunk = db.scalars(statement.order_by(*order).limit(size).offset((page - 1) * size)).unique().all()
-                count = known_count(page, size, len(chunk))
+                count = None if _joins(statement) else known_count(page, size, len(chunk))
                 if count is None:
                     count = db.scalar(sa.select(sa.func.count()).select_from(statement.order_by(None).subquery())) or 0
                 return page_result([serialize(obj) for obj in chunk], count, page, size)
@@ -598,6 +598,14 @@ def _annotation(column: Any) -> Any:
 def _add_canonical_json(db: Session, mapper: Mapper[Any]) -> None:
     """:func:`add_canonical_json` on the SQLite connection ``db`` reads ``mapper``'s rows with."""
     add_canonical_json(db.connection(bind_arguments={"mapper": mapper}).connection.driver_connection)
+
+
+def _joins(statement: sa.Select[Any]) -> bool:
+    """Whether ``statement`` reads from a join or several tables (its own, not its eager
+    loads'): it may then read a row more than once, which ``unique()`` folds, so that its page
+    holds fewer rows than it read without being the last."""
+    froms = statement.options(lazyload("*")).get_final_froms()
+    return len(froms) != 1 or isinstance(froms[0], sa.Join)
 
 
 def _beyond(column: Any, value: Any, dialect: str) -> bool:

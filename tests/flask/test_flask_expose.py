@@ -468,6 +468,10 @@ def crates(make_app: Callable[..., Flask], tmp_path: Path) -> Iterator[tuple[Cal
         server, Crate, fields=["id", "manifest"], session=lambda: Session(engine),
         names={"list": "list_manifests", "get": "get_manifest"},
     )  # fmt: skip
+    model_tools(
+        server, Crate, fields=["id"], page_size=2, session=lambda: Session(engine),
+        query=lambda: select(Crate).join(Bottle), names={"list": "list_bottled", "get": "get_bottled"},
+    )  # fmt: skip
     app = make_app()
     MCP(app, server=server)
     MCP.migrate(app)
@@ -485,6 +489,15 @@ def test_a_model_with_a_joined_eager_collection_is_listed(crates: tuple[Caller, 
     assert (first["results"], first["count"], first["pages"]) == ([{"id": 1, "label": "crate 1"}], 2, 2)
     assert caller.call("list_crates", page=2)["structuredContent"]["results"] == [{"id": 2, "label": "crate 2"}]
     assert caller.call("get_crate", id=2)["structuredContent"] == {"id": 2, "label": "crate 2"}
+
+
+def test_a_page_of_a_query_joining_a_collection_is_counted(crates: tuple[Caller, list[str]]) -> None:
+    """A query joining a collection reads a row per bottle, and a page holds each crate once:
+    a page with fewer crates than its size is not the last, and the count says so."""
+    caller, _ = crates
+    first = caller.call("list_bottled")["structuredContent"]
+    assert first["results"] == [{"id": 1}] and first["pages"] > 1, first
+    assert caller.call("list_bottled", page=2)["structuredContent"]["results"] == [{"id": 2}]
 
 
 def test_a_deferred_column_shown_is_read_with_its_rows(crates: tuple[Caller, list[str]]) -> None:
