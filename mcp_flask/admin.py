@@ -46,6 +46,7 @@ from sqlalchemy.orm import Session
 from werkzeug.wrappers import Response as BaseResponse
 
 from mcp_common.elicitation import complete_in_store
+from mcp_common.security import check_request
 from mcp_common.store import ELICITATION_STATUSES, OPEN_STATUSES, overdue
 from mcp_flask.models import MCPElicitation
 
@@ -154,6 +155,14 @@ def admin_blueprint(permission: Permission, *, name: str = "mcp_admin") -> Bluep
 
     @blueprint.before_request
     def _check_permission() -> BaseResponse | None:
+        from mcp_flask.extension import get_state
+
+        # DNS rebinding: another site's page, its name pointed at this server, is same-origin
+        # with it and sends its own name as Host, from a browser a check on the address (or a
+        # cookie for that name) lets in. The panel admits the hosts the MCP endpoint admits, as
+        # Django's ALLOWED_HOSTS guards its admin (and with its 400).
+        if check_request(get_state().config, {"host": request.host}, 0, log=True) is not None:
+            abort(400, "Invalid Host header.")
         allowed = permission()
         # Werkzeug's own responses too (werkzeug.utils.redirect): Flask's is a subclass.
         if isinstance(allowed, BaseResponse):

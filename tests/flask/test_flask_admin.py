@@ -407,3 +407,33 @@ def test_times_are_shown_in_utc_whatever_the_databases_time_zone(
             for table in ("mcp_elicitation", "mcp_request_state"):
                 connection.execute(text(f"DELETE FROM {table}"))
         state.close()
+
+
+def test_a_page_of_another_site_rebound_to_the_server_is_refused(make_app: Callable[..., Flask]) -> None:
+    """DNS rebinding: a page of another site whose name the attacker points at the server sends
+    it that name as its Host, from the staff member's own browser (the demo's panel trusts
+    requests from the machine itself). The panel read the question, handed out its token and
+    completed the deposit; the MCP endpoint already refused that Host. The panel admits the
+    hosts the endpoint does (``MCP_ALLOWED_HOSTS``), before the permission check runs."""
+    app = make_app(MCP_ALLOWED_HOSTS=["shop.example.com"])
+    MCP(app, server=MCPServer("Shop"))
+    migrate(app)
+    asked = []
+    app.register_blueprint(admin_blueprint(lambda: asked.append(1) or True), url_prefix="/mcp-admin")
+    store = _store(app)
+    record, sid = _url_on_session(store, "deposit-rebound")
+    rebound = app.test_client()
+    headers = {"Host": "attacker.example"}
+    page = rebound.get(f"/mcp-admin/{record.id}/", headers=headers)
+    assert page.status_code == 400 and "Pay the deposit" not in page.get_data(as_text=True)
+    assert rebound.get("/mcp-admin/", headers=headers).status_code == 400
+    with rebound.session_transaction() as session:
+        session["mcp_admin_token"] = "known"
+    done = rebound.post(f"/mcp-admin/{record.id}/complete", data={"token": "known"}, headers=headers)
+    assert done.status_code == 400
+    assert asked == []
+    assert store.get_elicitation(record.id).status == "pending"
+    assert store.events_after(sid, GET_STREAM, 0) == []
+    # The site's own name, as before.
+    assert app.test_client().get("/mcp-admin/", headers={"Host": "shop.example.com"}).status_code == 200
+    assert asked == [1]
