@@ -65,6 +65,12 @@ class MCPElicitationAdmin(admin.ModelAdmin):
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # A pending question deleted here would vanish from under the conversation waiting on
+        # it (a later completion finds nothing to notify), with the record of what its user
+        # was asked: rows go when mcp_purge removes ended ones.
+        return False
+
     def has_complete_permission(self, request: HttpRequest) -> bool:
         # Completing is a change (a deposit marked paid): staff who may only view the questions
         # are not offered the action. The model's change permission is the one to grant.

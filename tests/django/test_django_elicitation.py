@@ -854,3 +854,28 @@ def test_a_refused_legacy_answer_is_recorded_as_refused(tool: str) -> None:
 
     answer = {"action": "accept", "content": {}}
     check_a_refused_legacy_answer_is_recorded_as_refused(DjangoStore(), tool, answer, done=close_database_threads)
+
+
+def test_the_admin_does_not_delete_questions() -> None:
+    """The admin reviews questions and completes URL ones: a superuser's "Delete" (the button
+    on a question's page, "Delete selected" in the list) removed a pending question from under
+    the conversation waiting on it, with the record of what its user was asked, and a
+    webhook's completion then found nothing to complete and told the client nothing. Rows go
+    when ``mcp_purge`` removes ended ones, as in the Flask panel."""
+    store = DjangoStore()
+    sid = session(store)
+    record = url_row(store, sid, "dep-delete")
+    client = Client()
+    client.force_login(User.objects.create_superuser("staff", "staff@example.com", "pw-for-tests-only"))
+    page = client.get("/admin/mcp_django/mcpelicitation/")
+    assert page.status_code == 200 and b"delete_selected" not in page.content
+    assert b"/delete/" not in client.get(f"/admin/mcp_django/mcpelicitation/{record.id}/change/").content
+    assert client.get(f"/admin/mcp_django/mcpelicitation/{record.id}/delete/").status_code == 403
+    assert client.post(f"/admin/mcp_django/mcpelicitation/{record.id}/delete/", {"post": "yes"}).status_code == 403
+    client.post(
+        "/admin/mcp_django/mcpelicitation/",
+        {"action": "delete_selected", "_selected_action": [record.id], "post": "yes"},
+    )
+    assert store.get_elicitation(record.id) is not None
+    assert mcp_django.complete_elicitation("dep-delete") == 1
+    assert [e for e in store.events_after(sid, GET_STREAM, 0) if "dep-delete" in e.message]
