@@ -58,6 +58,7 @@ PAGE_SIZE = 50
 
 _TOKEN_KEY = "mcp_admin_token"
 _MODES = ("form", "url")
+_NO_TEXT = "(no text)"
 
 _LAYOUT = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{{ title }} · MCP elicitations</title>
@@ -104,7 +105,8 @@ _INDEX = """<h1>{{ total }} elicitation{{ '' if total == 1 else 's' }}</h1>
 <table><thead><tr><th>Created (UTC)</th><th>Tool</th><th>Question</th><th>Status</th>
 <th>Elicitation id</th><th>Principal</th></tr></thead><tbody>
 {% for row in rows %}<tr><td>{{ when(row.created) }}</td><td>{{ row.tool or '' }}</td>
-<td class="q"><a href="{{ url_for('.detail', record_id=row.id) }}">{{ row.message|truncate(80, True, '…', 0) }}</a></td>
+<td class="q"><a href="{{ url_for('.detail', record_id=row.id) }}">{% if row.message.strip() %}
+{{- row.message|truncate(80, True, '…', 0) }}{% else %}<span class="none">{{ no_text }}</span>{% endif %}</a></td>
 <td><span class="status {{ row.status }}">{{ row.status }}</span></td>
 <td class="long">{{ row.elicitation_id or '' }}</td><td class="long">{{ row.principal or '' }}</td></tr>{% endfor %}
 </tbody></table>
@@ -113,7 +115,8 @@ Page {{ page }} of {{ pages }}
 {% if page < pages %}<a href="{{ link(page=page + 1) }}">older »</a>{% endif %}</p>
 {% else %}<p class="empty">No elicitation matches.</p>{% endif %}"""
 
-_DETAIL = """<h1>{{ row.message|truncate(120, True, '…', 0) }}</h1>
+_DETAIL = """<h1>{% if row.message.strip() %}{{ row.message|truncate(120, True, '…', 0) }}
+{%- else %}<span class="none">{{ no_text }}</span>{% endif %}</h1>
 <table class="fields"><tbody>
 {% for label, value, preformatted in fields %}<tr><th>{{ label }}</th>
 <td>{% if not value %}<span class="none">—</span>
@@ -199,7 +202,10 @@ def _session() -> Iterator[Session]:
 
 def _page(**body: Any) -> str:
     title = body.pop("title")
-    return render_template_string(_LAYOUT, title=title, body=Markup(render_template_string(**body)))
+    # A question asked with a blank message (the SDK allows one) still has a link to open it
+    # by, and a heading: its text is those.
+    body = Markup(render_template_string(**body, no_text=_NO_TEXT))
+    return render_template_string(_LAYOUT, title=title, body=body)
 
 
 def _index() -> str:
@@ -316,7 +322,7 @@ def _detail(record_id: str) -> str:
         ("Id", row.id, False),
     ]
     return _page(
-        title=row.message[:60],
+        title=row.message[:60] if row.message.strip() else _NO_TEXT,
         source=_DETAIL,
         row=row,
         fields=fields,

@@ -167,3 +167,33 @@ def test_another_site_cannot_frame_the_panel(
     seen = in_chromium(1280, functools.partial(framed, base, shots, url.id))
 
     assert seen["buttons"] == 0
+
+
+def open_blank(base: str, shots: Path, page: Any) -> dict[str, Any]:
+    """Staff open each question of the list from its row."""
+    page.goto(f"{base}/mcp-admin/")
+    page.screenshot(path=str(shots / "flask-admin-blank-questions.png"), full_page=True)
+    links = page.locator("td.q a")
+    seen: dict[str, Any] = {"widths": [links.nth(i).bounding_box()["width"] for i in range(links.count())]}
+    links.first.click(timeout=10_000)
+    page.wait_for_url("**/mcp-admin/*/")
+    seen["heading"] = page.inner_text("h1")
+    return seen
+
+
+def test_a_question_without_text_can_still_be_opened_from_the_list(
+    make_app: Callable[..., Flask], flask_live_server: Callable[[Flask], LiveServer], tmp_path: Path
+) -> None:
+    """The question's text is the row's link to its page: a tool that asked with an empty or
+    blank message (the SDK allows one) left a link of no width, and staff no way to open the
+    question from the list, nor a heading on its page. Such a question reads as one without
+    text."""
+    shots = screenshots(tmp_path)
+    base, state = panel(make_app, flask_live_server)
+    _url_on_session(state.store, "deposit-blank", message="")
+    _url_on_session(state.store, "deposit-spaces", message=" \n ")
+
+    seen = in_chromium(1280, functools.partial(open_blank, base, shots))
+
+    assert len(seen["widths"]) == 2 and min(seen["widths"]) > 40, seen
+    assert seen["heading"] == "(no text)", seen
