@@ -181,6 +181,14 @@ def admin_blueprint(permission: Permission, *, name: str = "mcp_admin") -> Bluep
         response.headers.setdefault("X-Frame-Options", "DENY")
         return response
 
+    @blueprint.after_request
+    def _not_stored(response: BaseResponse) -> BaseResponse:
+        # Users' answers (a name, an address): a page kept in the browser's cache came back on
+        # Back after staff signed out, and a shared cache could keep it for others. Django's
+        # admin pages are never_cache.
+        response.headers.setdefault("Cache-Control", "no-store")
+        return response
+
     blueprint.add_url_rule("/", "index", _index)
     blueprint.add_url_rule("/<record_id>/", "detail", _detail)
     blueprint.add_url_rule("/<record_id>/complete", "complete", _complete, methods=["POST"])

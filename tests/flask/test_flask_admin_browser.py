@@ -197,3 +197,53 @@ def test_a_question_without_text_can_still_be_opened_from_the_list(
 
     assert len(seen["widths"]) == 2 and min(seen["widths"]) > 40, seen
     assert seen["heading"] == "(no text)", seen
+
+
+def back_after_logout(base: str, shots: Path, record_id: str, page: Any) -> dict[str, Any]:
+    """A member of staff reads a question's answer, signs out, and the next person at the
+    computer presses Back."""
+    page.goto(f"{base}/mcp-admin/")
+    page.goto(f"{base}/mcp-admin/{record_id}/")
+    page.click("a:text('all elicitations')")
+    page.wait_for_url(f"{base}/mcp-admin/")
+    page.go_back()
+    seen: dict[str, Any] = {"before": page.inner_text("body")}
+    page.evaluate("location.href = '/logout'")
+    page.wait_for_url(f"{base}/logout")
+    page.go_back()
+    page.wait_for_load_state()
+    seen["after"] = page.inner_text("body")
+    page.screenshot(path=str(shots / "flask-admin-back-after-logout.png"), full_page=True)
+    return seen
+
+
+def test_a_question_page_is_not_kept_for_the_back_button_after_sign_out(
+    make_app: Callable[..., Flask], flask_live_server: Callable[[Flask], LiveServer], tmp_path: Path
+) -> None:
+    """The panel shows users' answers (a name, an address): its pages were cacheable, so after
+    staff signed out the browser's Back button showed the page again from its cache, without
+    asking the server. Django's admin pages are ``never_cache``; the panel's are not stored."""
+    shots = screenshots(tmp_path)
+    app = make_app()
+    MCP(app, server=MCPServer("Bistro"))
+    signed_in = {"yes": True}
+    app.register_blueprint(admin_blueprint(lambda: signed_in["yes"]), url_prefix="/mcp-admin")
+
+    @app.get("/logout")
+    def logout() -> str:
+        signed_in["yes"] = False
+        return "Signed out."
+
+    base = flask_live_server(app).url
+    record = _form(get_state(app).store, "Where should we deliver?")
+    with get_state(app).engine.begin() as connection:
+        connection.execute(
+            update(MCPElicitation)
+            .where(MCPElicitation.id == record.id)
+            .values(status="accepted", answer='{"address": "12 Rue des Lilas, Paris"}')
+        )
+
+    seen = in_chromium(1280, functools.partial(back_after_logout, base, shots, record.id))
+
+    assert "12 Rue des Lilas" in seen["before"], seen
+    assert "12 Rue des Lilas" not in seen["after"], seen
