@@ -323,6 +323,18 @@ def overdue(status: str, expires: float, now: float) -> bool:
     return status == "pending" and expires < now
 
 
+SQLITE_LIKE_LIMIT = 50_000
+"""The longest ``LIKE`` pattern SQLite compares, in bytes (its default
+``SQLITE_MAX_LIKE_PATTERN_LENGTH``): a longer one is an error, "pattern too complex"."""
+
+
+def sqlite_cannot_search(term: str) -> bool:
+    """Whether SQLite refuses to search text for ``term`` (``LIKE '%term%'``, with ``\\``,
+    ``%`` and ``_`` escaped, as the review pages search): its pattern is too long."""
+    escaped = sum(term.count(char) for char in "\\%_")
+    return len(term.encode("utf-8", "surrogatepass")) + escaped + 2 > SQLITE_LIKE_LIMIT
+
+
 class _Identified(Protocol):
     @property
     def elicitation_id(self) -> str | None: ...

@@ -10,11 +10,12 @@ from django.contrib.admin import helpers
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import SEARCH_VAR
 from django.contrib.auth import get_permission_codename
+from django.db import connections
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
-from django.utils.text import Truncator
+from django.utils.text import Truncator, smart_split
 
-from mcp_common.store import OPEN_STATUSES
+from mcp_common.store import OPEN_STATUSES, SQLITE_LIKE_LIMIT, sqlite_cannot_search
 from mcp_django.models import MCPElicitation
 
 
@@ -43,6 +44,22 @@ class MCPElicitationAdmin(admin.ModelAdmin):
             if any("\x00" in value for name, values in params.lists() if name != SEARCH_VAR for value in values):
                 return queryset.none()
         return queryset
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[MCPElicitation], search_term: str
+    ) -> tuple[QuerySet[MCPElicitation], bool]:
+        # SQLite refuses a LIKE pattern past its limit (a 500 page): such a search lists
+        # nothing there, and says why.
+        if connections[queryset.db].vendor == "sqlite" and any(
+            sqlite_cannot_search(term) for term in smart_split(search_term)
+        ):
+            self.message_user(
+                request,
+                f"The search is too long: SQLite compares at most {SQLITE_LIKE_LIMIT} bytes.",
+                messages.WARNING,
+            )
+            return queryset.none(), False
+        return super().get_search_results(request, queryset, search_term)
 
     def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Any:
         return None if "\x00" in object_id else super().get_object(request, object_id, from_field)

@@ -47,7 +47,7 @@ from werkzeug.wrappers import Response as BaseResponse
 
 from mcp_common.elicitation import complete_in_store
 from mcp_common.security import check_request
-from mcp_common.store import ELICITATION_STATUSES, OPEN_STATUSES, overdue
+from mcp_common.store import ELICITATION_STATUSES, OPEN_STATUSES, SQLITE_LIKE_LIMIT, overdue, sqlite_cannot_search
 from mcp_flask.models import MCPElicitation
 
 Permission = Callable[[], "bool | BaseResponse"]
@@ -217,6 +217,8 @@ def _page(**body: Any) -> str:
 
 
 def _index() -> str:
+    from mcp_flask.extension import get_state
+
     status = request.args.get("status") or None
     mode = request.args.get("mode") or None
     q = (request.args.get("q") or "").strip()
@@ -237,6 +239,9 @@ def _index() -> str:
         # Nothing stored holds a NUL (PostgreSQL text cannot, and its driver refuses one).
         conditions.append(false())
     elif q:
+        if sqlite_cannot_search(q) and get_state().engine.dialect.name == "sqlite":
+            # SQLite would refuse the statement (a 500 page).
+            abort(400, f"The search is too long: SQLite compares at most {SQLITE_LIKE_LIMIT} bytes.")
         pattern = "%" + q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         conditions.append(
             or_(

@@ -879,3 +879,21 @@ def test_the_admin_does_not_delete_questions() -> None:
     assert store.get_elicitation(record.id) is not None
     assert mcp_django.complete_elicitation("dep-delete") == 1
     assert [e for e in store.events_after(sid, GET_STREAM, 0) if "dep-delete" in e.message]
+
+
+def test_a_search_longer_than_sqlite_compares_is_refused_not_a_500() -> None:
+    """SQLite refuses a LIKE pattern past 50,000 bytes ("pattern too complex"): a long text
+    pasted into the admin's search box was a 500 page. There it lists nothing and says why;
+    other databases search it; a search within the limit is searched everywhere."""
+    from django.db import connection
+
+    store = DjangoStore()
+    url_row(store, session(store), "dep-" + "x" * 200)
+    client = Client()
+    client.force_login(User.objects.create_superuser("staff", "staff@example.com", "pw-for-tests-only"))
+    page = client.get("/admin/mcp_django/mcpelicitation/", {"q": "y" * 50_000})
+    assert page.status_code == 200
+    if connection.vendor == "sqlite":
+        assert b"The search is too long" in page.content
+    found = client.get("/admin/mcp_django/mcpelicitation/", {"q": "x" * 200})
+    assert found.status_code == 200 and b"dep-xxx" in found.content

@@ -437,3 +437,15 @@ def test_a_page_of_another_site_rebound_to_the_server_is_refused(make_app: Calla
     # The site's own name, as before.
     assert app.test_client().get("/mcp-admin/", headers={"Host": "shop.example.com"}).status_code == 200
     assert asked == [1]
+
+
+def test_a_search_longer_than_sqlite_compares_is_refused_not_a_500(app: Flask) -> None:
+    """SQLite refuses a LIKE pattern past 50,000 bytes ("pattern too complex"): a long text
+    pasted into the search box was a 500 page. It is refused as the other bad parameters are,
+    saying why; one within the limit is searched as before."""
+    record = _form(_store(app), "Needle " + "x" * 30_000)
+    client = app.test_client()
+    refused = client.get("/mcp-admin/", query_string={"q": "y" * 50_000})
+    assert refused.status_code == 400 and "too long" in refused.get_data(as_text=True)
+    found = client.get("/mcp-admin/", query_string={"q": "x" * 30_000}).get_data(as_text=True)
+    assert "1 elicitation<" in found and record.id in found
