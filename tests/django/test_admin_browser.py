@@ -8,8 +8,10 @@ The screenshots go to ``MCP_SCREENSHOTS`` when it is set (``scripts/test.sh`` ke
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -165,31 +167,37 @@ LONG_URL = "https://pay.example.com/checkout?session=cs_live_" + "a1B2c3D4" * 60
 LONG_ID = "cs_live_" + "Z9y8X7w6" * 30
 
 
-def measure(base: str, executable: str, shots: Path, session_cookie: str, record_id: str) -> dict[str, Any]:
-    """How wide a question's page lays out, and which of its values run past the edge of their
-    row (which cuts them off)."""
+@contextlib.contextmanager
+def signed_in_page(base: str, executable: str, session_cookie: str, width: int) -> Iterator[Any]:
+    """A page of a Chromium window ``width`` pixels wide, signed in to the admin."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=executable, args=["--no-sandbox"])
         try:
-            context = browser.new_context(viewport={"width": 1280, "height": 900})
+            context = browser.new_context(viewport={"width": width, "height": 900})
             context.add_cookies([{"name": "sessionid", "value": session_cookie, "url": base}])
-            page = context.new_page()
-            page.goto(f"{base}/admin/mcp_django/mcpelicitation/{record_id}/change/")
-            page.screenshot(path=str(shots / "admin-elicitation-long-url.png"), full_page=True)
-            return {
-                "detail_width": page.evaluate("document.documentElement.scrollWidth"),
-                "overflowing": page.eval_on_selector_all(
-                    "div.form-row",
-                    """rows => rows.filter(row => {
-                        const value = row.querySelector('div.readonly');
-                        return value && value.getBoundingClientRect().right > row.getBoundingClientRect().right;
-                    }).map(row => row.className)""",
-                ),
-            }
+            yield context.new_page()
         finally:
             browser.close()
+
+
+def measure(base: str, executable: str, shots: Path, session_cookie: str, record_id: str) -> dict[str, Any]:
+    """How wide a question's page lays out, and which of its values run past the edge of their
+    row (which cuts them off)."""
+    with signed_in_page(base, executable, session_cookie, 1280) as page:
+        page.goto(f"{base}/admin/mcp_django/mcpelicitation/{record_id}/change/")
+        page.screenshot(path=str(shots / "admin-elicitation-long-url.png"), full_page=True)
+        return {
+            "detail_width": page.evaluate("document.documentElement.scrollWidth"),
+            "overflowing": page.eval_on_selector_all(
+                "div.form-row",
+                """rows => rows.filter(row => {
+                    const value = row.querySelector('div.readonly');
+                    return value && value.getBoundingClientRect().right > row.getBoundingClientRect().right;
+                }).map(row => row.className)""",
+            ),
+        }
 
 
 def test_a_long_url_or_id_is_shown_whole_on_the_question_page(live_server: Any, tmp_path: Path) -> None:
@@ -212,3 +220,35 @@ def test_a_long_url_or_id_is_shown_whole_on_the_question_page(live_server: Any, 
 
     assert seen["detail_width"] <= 1280, seen
     assert seen["overflowing"] == [], seen
+
+
+def measure_list(base: str, executable: str, shots: Path, session_cookie: str) -> dict[str, Any]:
+    """How wide the list of questions lays out inside its scrolling box."""
+    with signed_in_page(base, executable, session_cookie, 1400) as page:
+        page.goto(f"{base}/admin/mcp_django/mcpelicitation/")
+        page.screenshot(path=str(shots / "admin-elicitations-long-id.png"), full_page=True)
+        box = "document.querySelector('.results')"
+        return {
+            "results": page.evaluate(f"({{scroll: {box}.scrollWidth, client: {box}.clientWidth}})"),
+            "list_text": page.inner_text("#result_list"),
+        }
+
+
+def test_a_long_elicitation_id_or_principal_wraps_inside_the_list(live_server: Any, tmp_path: Path) -> None:
+    """A provider's long session id as the elicitation id: its column stretched the list to
+    several times the width of its box, and the id and the asker (the next column) were out of
+    sight, a long sideways scroll away. They wrap in their columns instead."""
+    executable = chromium()
+    shots = screenshots(tmp_path)
+    store = DjangoStore()
+    ids = questions(store)
+    MCPElicitation.objects.filter(id=ids["url"]).update(elicitation_id=LONG_ID, principal="user:" + "ab12" * 40)
+    client = Client()
+    client.force_login(User.objects.create_superuser("staff", "staff@example.com", PASSWORD))
+
+    with ThreadPoolExecutor(1) as pool:
+        cookie = client.cookies["sessionid"].value
+        seen = pool.submit(measure_list, live_server.url, executable, shots, cookie).result(timeout=120)
+
+    assert seen["results"]["scroll"] <= seen["results"]["client"], seen["results"]
+    assert LONG_ID in seen["list_text"].replace("\n", "")
