@@ -127,6 +127,7 @@ _DETAIL = """<h1>{% if row.message.strip() %}{{ row.message|truncate(120, True, 
 <form method="post" action="{{ url_for('.complete', record_id=row.id) }}" style="margin-top:16px">
 <input type="hidden" name="token" value="{{ token }}">
 <button type="submit">Mark completed (notifies the client)</button></form>
+{% elif late %}<p>Expired at {{ late }} UTC: it can no longer be completed.</p>
 {% endif %}
 <p><a href="{{ url_for('.index') }}">« all elicitations</a></p>"""
 
@@ -340,6 +341,9 @@ def _detail(record_id: str) -> str:
         row=row,
         fields=fields,
         completable=_completable(row),
+        # Still "pending" to the database until the heartbeat marks it: staff are told why
+        # there is no button.
+        late=_when(row.expires) if row.mode == "url" and _overdue(row) else None,
         token=_token(),
     )
 

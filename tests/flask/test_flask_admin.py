@@ -449,3 +449,12 @@ def test_a_search_longer_than_sqlite_compares_is_refused_not_a_500(app: Flask) -
     assert refused.status_code == 400 and "too long" in refused.get_data(as_text=True)
     found = client.get("/mcp-admin/", query_string={"q": "x" * 30_000}).get_data(as_text=True)
     assert "1 elicitation<" in found and record.id in found
+
+
+def test_a_question_page_says_why_a_late_url_elicitation_cannot_be_completed(app: Flask) -> None:
+    """Still pending after its expiry (the heartbeat has not marked it yet): the page said
+    "pending" and offered no button, and staff could not tell why. It says it expired."""
+    record, _ = _url_on_session(_store(app), "deposit-late-page", expires_in=-1)
+    html = app.test_client().get(f"/mcp-admin/{record.id}/").get_data(as_text=True)
+    assert "Mark completed" not in html
+    assert re.search(r"Expired at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC: it can no longer be completed\.", html), html
