@@ -644,6 +644,8 @@ def wsgi_call(path: str, tool: str, cookie: str, era: str = "modern") -> dict[st
     test client does not), deployed at /shop, with LocaleMiddleware and ``Accept-Language: fr``;
     on a legacy session (``era="legacy"``) or on the 2026-07-28 wire."""
     from django.core.handlers.wsgi import WSGIHandler
+    from django.urls import get_script_prefix, set_script_prefix
+    from django.utils import translation
 
     def post(message: dict[str, Any], headers: dict[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
         body = json.dumps(message).encode()
@@ -656,8 +658,16 @@ def wsgi_call(path: str, tool: str, cookie: str, era: str = "modern") -> dict[st
             **{"HTTP_" + name.upper().replace("-", "_"): value for name, value in headers.items()},
         }  # fmt: skip
         statuses: list[tuple[str, dict[str, str]]] = []
-        chunks = WSGIHandler()(environ, lambda status, headers: statuses.append((status, dict(headers))))
-        data = b"".join(chunks)
+        # The handler sets the script prefix, and LocaleMiddleware the language, of the thread
+        # it serves on, for a server to set again at its next request: here the test's own
+        # thread, whose later tests would reverse() under /shop and speak French.
+        prefix = get_script_prefix()
+        try:
+            chunks = WSGIHandler()(environ, lambda status, headers: statuses.append((status, dict(headers))))
+            data = b"".join(chunks)
+        finally:
+            set_script_prefix(prefix)
+            translation.deactivate()
         assert statuses[0][0] == "200 OK", data
         got = {name.lower(): value for name, value in statuses[0][1].items()}
         return _answer(got, data), got
