@@ -359,9 +359,8 @@ def test_expired_state_is_refused_and_its_elicitation_expires_on_time() -> None:
     key, _, handle = ask(point)
     (row,) = store._elicitations.values()
     assert row.status == "pending"
-    time.sleep(0.6)
-    # Nobody answered: the worker's heartbeat marked it expired, with no request involved.
-    assert store.get_elicitation(row.id).status == "expired"
+    # Nobody answered: the worker's heartbeat marks it expired, with no request involved.
+    assert wait_for(lambda: store.get_elicitation(row.id).status == "expired")
     answer = {key: {"action": "accept", "content": {"name": "Late"}}}
     assert refused(*call(point, "hello", {}, inputResponses=answer, requestState=handle))
     assert store.get_elicitation(row.id).status == "expired"
