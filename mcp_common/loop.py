@@ -166,6 +166,7 @@ class _SyncStream:
         self._runner = runner
         self._stream = stream
         self._closed = False
+        self._interrupted = False
         self._next: concurrent.futures.Future[bytes] | None = None
         self._home = home
 
@@ -176,6 +177,8 @@ class _SyncStream:
         if self._closed:
             raise StopIteration
         self._next = next_chunk = self._runner.submit(_anext(self._stream))
+        if self._interrupted:  # between two chunks: no wait for the next
+            next_chunk.cancel()
         home = self._home
         try:
             if home is not None:
@@ -200,7 +203,9 @@ class _SyncStream:
             home.close()
 
     def interrupt(self) -> None:
-        """End the stream now (from any thread): the waiting ``__next__`` stops iteration."""
+        """End the stream now (from any thread): the waiting ``__next__`` stops iteration, or
+        the next one if the serving thread is between two chunks (writing one to its client)."""
+        self._interrupted = True
         future = self._next
         if future is not None:
             future.cancel()

@@ -6,13 +6,14 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = textwrap.dedent(
     """
-    import asyncio, threading, time
+    import asyncio, threading
     from mcp_common.loop import LoopRunner
 
     runner = LoopRunner.shared()
@@ -22,13 +23,16 @@ SCRIPT = textwrap.dedent(
         await asyncio.Event().wait()
         yield b"never"
 
+    sent = threading.Event()
+
     def serve():  # a non-daemon thread, like a gunicorn gthread worker's
         for chunk in runner.iterate(waits_forever()):
             print("sent", chunk.decode(), flush=True)
+            sent.set()
         print("stream ended", flush=True)
 
     threading.Thread(target=serve).start()
-    time.sleep(0.3)
+    sent.wait(30)  # the stream is open, waiting
     print("exiting", flush=True)
     """
 )
@@ -63,5 +67,34 @@ def test_a_task_raising_system_exit_ends_itself_not_the_loop() -> None:
         with pytest.raises(SystemExit):
             runner.run(leave())
         assert runner.run(answer()) == 42
+    finally:
+        runner.stop()
+
+
+def test_a_stream_drained_between_two_chunks_ends_at_the_next() -> None:
+    """The process's exit can drain the streams while a serving thread is between two chunks
+    (writing the last one to its client): that stream ends at its next chunk, instead of
+    waiting for it, and the exit with it."""
+    import asyncio
+    import threading
+
+    from mcp_common.loop import LoopRunner
+
+    async def waits_forever() -> AsyncIterator[bytes]:
+        yield b"first"
+        await asyncio.Event().wait()
+        yield b"never"
+
+    runner = LoopRunner()
+    try:
+        stream = runner.iterate(waits_forever())
+        assert next(stream) == b"first"
+        runner.drain()
+        rest: list[bytes] = []
+        reader = threading.Thread(target=lambda: rest.extend(stream), daemon=True)
+        reader.start()
+        reader.join(10)
+        assert not reader.is_alive(), "the drained stream still waits for its next chunk"
+        assert rest == []
     finally:
         runner.stop()
