@@ -30,6 +30,9 @@ FORWARDED = {"X-Forwarded-Proto": "https", "X-Forwarded-Host": PUBLIC, "X-Forwar
 HOLD = 1.0
 """``STREAM_HOLD_SECONDS`` of these servers (ASGI streams), below the proxies' read timeout."""
 ACCEPT = "application/json, text/event-stream"
+TIMEOUT = 30.0
+"""Seconds a plain request may take: httpx's 5 s default is short for a demo's first page on a
+loaded two-core machine (its URLconf and templates load then)."""
 INIT = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -104,7 +107,7 @@ def test_a_browsers_origin_is_checked_against_the_public_https_origin(
 ) -> None:
     with proxy(upstream) as gateway:
         headers = {"Accept": ACCEPT, **({"Origin": origin} if origin else {})}
-        response = httpx.post(gateway.url("/shop/mcp"), json=INIT, headers=headers)
+        response = httpx.post(gateway.url("/shop/mcp"), json=INIT, headers=headers, timeout=TIMEOUT)
     assert response.status_code == status, response.text
     assert response.headers["content-type"] == "application/json"
     if status == 403:
@@ -114,9 +117,7 @@ def test_a_browsers_origin_is_checked_against_the_public_https_origin(
 def test_a_foreign_public_name_is_refused_as_json(upstream: LiveServer) -> None:
     forwarded = {**FORWARDED, "X-Forwarded-Host": "evil.example"}
     with reverse_proxy(upstream.base_url, prefix="/shop", headers=forwarded) as gateway:
-        response = httpx.post(
-            gateway.url("/shop/mcp"), json=INIT, headers={"Accept": "application/json, text/event-stream"}
-        )
+        response = httpx.post(gateway.url("/shop/mcp"), json=INIT, headers={"Accept": ACCEPT}, timeout=TIMEOUT)
     assert response.status_code == 421, response.text
     assert response.json()["error"]["message"] == "Invalid Host header"
 
@@ -198,10 +199,10 @@ def test_the_demos_pages_link_under_the_prefix(upstream: LiveServer) -> None:
     panel) under the prefix the proxy serves them at, and so do the admin's own links."""
     admin = "/shop/admin/" if upstream.framework == "django" else "/shop/mcp-admin/"
     with proxy(upstream) as gateway:
-        home = httpx.get(gateway.url("/shop/"))
+        home = httpx.get(gateway.url("/shop/"), timeout=TIMEOUT)
         assert "<code>/shop/mcp/bistro</code>" in home.text, home.text
         assert f"href='{admin}'" in home.text, home.text
-        page = httpx.get(gateway.url(admin))
+        page = httpx.get(gateway.url(admin), timeout=TIMEOUT)
     if upstream.framework == "django":
         # (Its ``next=`` is Django's request.path, which under ASGI leaves out FORCE_SCRIPT_NAME.)
         assert page.status_code == 302 and page.headers["location"].startswith("/shop/admin/login/?next=")
@@ -217,4 +218,4 @@ def test_the_flask_demos_panel_refuses_a_client_the_proxy_names_as_remote(upstre
         pytest.skip("The Django demo's admin asks for a login")
     forwarded = {**FORWARDED, "X-Forwarded-For": "203.0.113.5"}
     with reverse_proxy(upstream.base_url, prefix="/shop", headers=forwarded) as gateway:
-        assert httpx.get(gateway.url("/shop/mcp-admin/")).status_code == 403
+        assert httpx.get(gateway.url("/shop/mcp-admin/"), timeout=TIMEOUT).status_code == 403
