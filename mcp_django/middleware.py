@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from functools import lru_cache
-from io import BytesIO
+from io import BytesIO, RawIOBase
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
@@ -108,17 +108,18 @@ def _refusal(request: HttpRequest) -> HttpResponse | None:
     return response
 
 
-class _TooLarge:
+class _TooLarge(RawIOBase):
     """The stream of a chunked body longer than ``DATA_UPLOAD_MAX_MEMORY_SIZE``: reading it
-    fails as ``request.body`` fails for a declared ``Content-Length`` that long."""
+    fails as ``request.body`` fails for a declared ``Content-Length`` that long. A file object
+    (not seekable, so Django 6.1's size check by seeking skips it) whose every read fails."""
+
+    def readable(self) -> bool:
+        return True
 
     def read(self, *args: Any) -> NoReturn:
         raise RequestDataTooBig("Request body exceeded settings.DATA_UPLOAD_MAX_MEMORY_SIZE.")
 
-    readline = read
-
-    def close(self) -> None:
-        pass
+    readinto = readline = read  # type: ignore[assignment]
 
 
 def _read_chunked_body(request: HttpRequest) -> None:
