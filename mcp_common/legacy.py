@@ -471,7 +471,11 @@ class Waiters:
         return future
 
     def forget(self, session_id: str, request_id: str) -> None:
-        self._answers.pop((session_id, request_id), None)
+        future = self._answers.pop((session_id, request_id), None)
+        if future is not None and future.done() and not future.cancelled():
+            # Read, so that asyncio does not log "Future exception was never retrieved" when
+            # the session ended (SessionGone) as its call was cancelled before it awaited.
+            future.exception()
 
     def answer(self, session_id: str, request_id: str, response: str) -> None:
         future = self._answers.get((session_id, request_id))
@@ -1055,17 +1059,23 @@ class LegacyProtocol:
                 stream_key=stream.stream_key if stream is not None else GET_STREAM,
                 call_id=dumps(call_id) if call_id is not None else None,
             )
-        await endpoint.db(store.create_pending, session_id, request_id, method, dumps(params or {}), record)
-        # A DELETE that reached another worker while the call ran here ended no call of this
-        # worker's, and its pending rows went before this one was written: asked now, the
-        # question would wait out the request timeout. Read after the write, so a DELETE that
-        # comes later deletes this row, which the poller's sweep notices.
-        gone = await endpoint.db(store.get_session, session_id) is None
-        if gone:
-            self.waiters.note_ended(session_id)
-        future = self.waiters.expect(session_id, request_id)
+        # Shielded: a call ended while its question is written (a DELETE, a cancellation, its
+        # owner row's check finding the session gone) still finds the row written, and marks it.
+        written = asyncio.ensure_future(
+            endpoint.db(store.create_pending, session_id, request_id, method, dumps(params or {}), record)
+        )
         detach_later: asyncio.TimerHandle | None = None
+        settled = record is None  # whether the question's row says how it ended
         try:
+            await asyncio.shield(written)
+            # A DELETE that reached another worker while the call ran here ended no call of this
+            # worker's, and its pending rows went before this one was written: asked now, the
+            # question would wait out the request timeout. Read after the write, so a DELETE that
+            # comes later deletes this row, which the poller's sweep notices.
+            gone = await endpoint.db(store.get_session, session_id) is None
+            if gone:
+                self.waiters.note_ended(session_id)
+            future = self.waiters.expect(session_id, request_id)
             if gone:
                 pass  # nothing is written to the deleted session's event log
             elif stream is not None:
@@ -1081,24 +1091,6 @@ class LegacyProtocol:
                 if gone:
                     raise SessionGone(session_id)
                 answer = await self._await_answer(session_id, request_id, future, wait)
-            except asyncio.CancelledError:
-                # The call itself ended (DELETE of the session, notifications/cancelled, shutdown):
-                # the question ends with it, and its row says so.
-                if record is not None:
-                    ended = self.waiters.has_ended(session_id)
-                    with contextlib.suppress(Exception):
-                        await asyncio.shield(
-                            endpoint.db(
-                                functools.partial(
-                                    store.update_elicitation,
-                                    record.id,
-                                    "cancelled",
-                                    time.time(),
-                                    detail="The session ended" if ended else "The call was cancelled",
-                                )
-                            )
-                        )
-                raise
             except (TimeoutError, SessionGone) as exc:
                 expired = isinstance(exc, TimeoutError)
                 if record is not None:
@@ -1111,6 +1103,7 @@ class LegacyProtocol:
                             detail=f"No answer within {wait:g} seconds" if expired else "The session ended",
                         )
                     )
+                    settled = True
                 if not expired:
                     # The session ended: the call ends with it, cancelled as the SDK cancels a
                     # deleted session's calls (the tool goes no further, and asks nothing more
@@ -1122,12 +1115,22 @@ class LegacyProtocol:
                     # The design's rule: an unanswered question ends as the user's "cancel".
                     return {"action": "cancel"}
                 raise MCPError(code=REQUEST_TIMEOUT, message=f"No answer from the client to {method}") from None
+        except asyncio.CancelledError:
+            # The call itself ended (DELETE of the session, notifications/cancelled, shutdown),
+            # at any point once the question's row was begun: the question ends with it, and
+            # its row says so.
+            if not settled and record is not None:
+                ended = self.waiters.has_ended(session_id)
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._question_ended(written, record.id, ended))
+            raise
         finally:
             if detach_later is not None:
                 detach_later.cancel()
             self.waiters.forget(session_id, request_id)
-            with contextlib.suppress(Exception):
-                await endpoint.db(store.delete_pending, session_id, request_id)
+            if written.done() and not written.cancelled() and written.exception() is None:
+                with contextlib.suppress(Exception):
+                    await endpoint.db(store.delete_pending, session_id, request_id)
         reply = json.loads(answer)
         if reply.get(CALL_CANCELLED):
             # notifications/cancelled reached another worker first: the call ends as if it had
@@ -1159,6 +1162,19 @@ class LegacyProtocol:
         for row in moved:
             if row.session_id:
                 self.waiters.wake(row.session_id)
+
+    async def _question_ended(self, written: asyncio.Future[None], record_id: str, session_ended: bool) -> None:
+        """Once its row is written, mark a question whose call ended before its answer."""
+        await written
+        await self.endpoint.db(
+            functools.partial(
+                self.endpoint.store.update_elicitation,
+                record_id,
+                "cancelled",
+                time.time(),
+                detail="The session ended" if session_ended else "The call was cancelled",
+            )
+        )
 
     async def _await_answer(self, session_id: str, request_id: str, future: asyncio.Future[str], wait: float) -> str:
         # Answered here: the future, at once. Answered by another worker: the process's poller.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 import threading
@@ -38,7 +39,7 @@ from mcp_common.elicitation import (
     complete_in_store,
     elicitation_completed,
 )
-from mcp_common.legacy import OWNER_METHOD
+from mcp_common.legacy import OWNER_METHOD, Waiters
 from mcp_common.schemas import ElicitationSchemaError, assert_server_schemas, check_server_schemas
 from mcp_common.state import parse_handle
 from mcp_common.store import GET_STREAM, REFUSED_DETAIL
@@ -1571,6 +1572,76 @@ def test_a_deleted_session_ends_its_waiting_call_whichever_worker_receives_the_d
     assert went_on == []
     assert [(row.status, row.detail) for row in store._elicitations.values()] == [("cancelled", "The session ended")]
     assert [e for e in store._events if e.session_id == session] == []
+
+
+class HeldQuestionStore(MemoryStore):
+    """A ``MemoryStore`` whose write of a question, once done, waits for the test's go."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = threading.Event()
+        self.go = threading.Event()
+
+    def create_pending(self, session_id: str, request_id: str, method: str, *args: Any, **kwargs: Any) -> None:
+        super().create_pending(session_id, request_id, method, *args, **kwargs)
+        if method == "elicitation/create":
+            self.written.set()
+            self.go.wait(10)
+
+
+@pytest.mark.parametrize(
+    ("ending", "detail"), [("DELETE", "The session ended"), ("notifications/cancelled", "The call was cancelled")]
+)
+def test_a_call_ended_while_its_question_is_written_records_the_question_as_ended(ending: str, detail: str) -> None:
+    """A DELETE or ``notifications/cancelled`` that ends a call while its question's row is
+    being written (or another worker's DELETE, found by the call's own check of its owner
+    row): the row, written all the same, says the question ended. It said "pending" until it
+    expired, and the staff panel listed it as waiting for a session that was gone (seen in CI
+    under load)."""
+    store = HeldQuestionStore()
+    point = endpoint(store)
+    session = initialize(point, {"elicitation": {}})
+    response = legacy_call(point, session, "interview", {}, call_id=7)
+    reader = threading.Thread(target=lambda: b"".join(point.iter_body(response)), daemon=True)
+    reader.start()
+    try:
+        assert store.written.wait(10)
+        if ending == "DELETE":
+            assert point.handle(request("DELETE", mcp_session_id=session)).status == 200
+        else:
+            note = {"jsonrpc": "2.0", "method": ending, "params": {"requestId": 7}}
+            assert point.handle(legacy(session, note)).status == 202
+    finally:
+        store.go.set()
+
+    def questions() -> list[tuple[str, str | None]]:
+        return [(row.status, row.detail) for row in store._elicitations.values()]
+
+    assert wait_for(lambda: questions() == [("cancelled", detail)], 5), questions()
+    reader.join(10)
+    assert not reader.is_alive()
+    point.close()
+    # Nothing of the question is left for a worker to poll.
+    assert [row for row in store._pending.values() if row.method == "elicitation/create"] == []
+
+
+def test_a_question_whose_session_ended_before_its_call_awaited_it_logs_no_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A session's end fails its questions' futures and cancels their calls. A call cancelled
+    before it awaited its future (still sending the question) never read it, and asyncio
+    logged "Future exception was never retrieved" as an ERROR, with a traceback, for it."""
+    waiters = Waiters()
+
+    async def ask_then_end() -> None:
+        waiters.expect("s1", "q1")
+        waiters.end_session("s1")
+        waiters.forget("s1", "q1")  # as the cancelled call's cleanup does
+
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        asyncio.run(ask_then_end())
+        gc.collect()
+    assert [record.getMessage() for record in caplog.records if record.name == "asyncio"] == []
 
 
 def test_a_purge_removes_events_left_for_a_session_that_is_gone() -> None:
