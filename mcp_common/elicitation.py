@@ -52,6 +52,7 @@ from mcp_common.store import (
     SessionStore,
     asked_by,
     new_row_id,
+    storable_key,
     storable_text,
 )
 
@@ -306,7 +307,7 @@ def new_record(
         tool=tool,
         session_id=session_id,
         state_id=state_id,
-        request_key=storable_text(request_key),
+        request_key=storable_key(request_key),
         principal=principal,
         mode="url" if url_mode else "form",
         message=storable_text(str(params.get("message", ""))),

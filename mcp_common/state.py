@@ -32,7 +32,7 @@ from mcp_common.elicitation import COMPLETE_METHOD, complete_in_store, new_recor
 from mcp_common.http import HTTPRequest, HTTPResponse
 from mcp_common.jsonrpc import json_response
 from mcp_common.security import check_request
-from mcp_common.store import REFUSED_DETAIL, RequestStateRecord, new_row_id, storable_text
+from mcp_common.store import REFUSED_DETAIL, RequestStateRecord, new_row_id, storable_key, storable_text
 
 if TYPE_CHECKING:
     from mcp_common.endpoint import MCPEndpoint
@@ -110,7 +110,7 @@ def redeem_sync(endpoint: MCPEndpoint, method: str, params: Mapping[str, Any], p
     if isinstance(responses, Mapping):
         for key, response in responses.items():
             if isinstance(response, Mapping) and "action" in response:
-                answers[storable_text(str(key))] = outcome_of(response)  # as new_record keeps it
+                answers[storable_key(str(key))] = outcome_of(response)  # as new_record keeps it
     store = endpoint.store
     state = store.consume_request_state(
         state_id, endpoint.name, method, target, args_digest, principal, time.time(), answers
@@ -124,7 +124,7 @@ def redeem_sync(endpoint: MCPEndpoint, method: str, params: Mapping[str, Any], p
         # A URL-mode accept carries no content; the stand-in form the SDK asked wants {}.
         url_keys = {r.request_key for r in store.elicitations_for_state(state_id) if r.mode == "url"}
         new_params["inputResponses"] = {
-            key: ({**r, "content": {}} if storable_text(str(key)) in url_keys and isinstance(r, Mapping) else r)
+            key: ({**r, "content": {}} if storable_key(str(key)) in url_keys and isinstance(r, Mapping) else r)
             for key, r in responses.items()
         }
     return new_params
@@ -161,7 +161,7 @@ def record_refusals_sync(endpoint: MCPEndpoint, request: HTTPRequest, params: An
     Redemption records answers before the SDK's walk validates them (so a valid answer costs
     no write of its own); only a refused one costs these statements. Blocking, like
     :func:`redeem_sync`."""
-    keys = refused_answers(params, result)
+    keys = {storable_key(key) for key in refused_answers(params, result)}  # as the rows keep them
     if not keys:
         return
     try:

@@ -210,6 +210,8 @@ MAX_CALL_ID = 255
 """Characters a question's row keeps of its asking call's JSON-RPC id, as JSON (``call_id``)."""
 MAX_ELICITATION_ID = 255
 """Characters a question's row keeps of a URL question's ``elicitationId``."""
+MAX_REQUEST_KEY = 200
+"""Characters a question's row keeps of its key (``request_key``)."""
 
 
 def storable(text: str) -> bool:
@@ -226,6 +228,18 @@ def storable_text(text: str) -> str:
     if storable(text):
         return text
     return "".join("\ufffd" if char == "\x00" or "\ud800" <= char <= "\udfff" else char for char in text)
+
+
+def storable_key(key: str) -> str:
+    """A question's key (an ``inputRequests`` key, a server-to-client request id) as its row
+    keeps it and is found by: :func:`storable_text`, and, when longer than the column, its
+    start and a digest of the whole in :data:`MAX_REQUEST_KEY` characters. The key is the
+    tool's to choose, and may be built from a client's text."""
+    text = storable_text(key)
+    if len(text) <= MAX_REQUEST_KEY:
+        return text
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{text[: MAX_REQUEST_KEY - len(digest) - 1]}#{digest}"
 
 
 def new_row_id() -> str:

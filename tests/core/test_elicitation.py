@@ -27,7 +27,7 @@ from mcp.server.mcpserver import (
     ElicitationResult,
     Resolve,
 )
-from mcp.types import SamplingMessage, TextContent
+from mcp.types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult, SamplingMessage, TextContent
 from pydantic import BaseModel
 
 from example_project.servers.bistro import mcp as bistro_server
@@ -129,6 +129,17 @@ def build_server() -> MCPServer:
             related_request_id=ctx.request_id,
         )
         return f"LLM said {result.content.text}"
+
+    @server.tool()
+    async def pick(items: list[str], ctx: Context) -> str | InputRequiredResult:
+        # One question per item, keyed by the item's own text (a hand-built result).
+        answers = ctx.input_responses or {}
+        if all(item in answers for item in items):
+            return "picked " + ", ".join(str(answers[item].action) for item in items)
+        schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+        form = ElicitRequestFormParams
+        asks = {item: ElicitRequest(params=form(message=item, requested_schema=schema)) for item in items}
+        return InputRequiredResult(input_requests=asks, request_state="picking")
 
     @server.tool()
     async def confirm(booking_id: str, ctx: Context) -> str:
@@ -258,6 +269,40 @@ def check_a_refused_answer_is_recorded_as_refused(
 @pytest.mark.parametrize("answer", REFUSED_ANSWERS)
 def test_a_refused_answer_is_recorded_as_refused(tool: str, answer: dict[str, Any], asgi: bool) -> None:
     check_a_refused_answer_is_recorded_as_refused(MemoryStore(), tool, answer, asgi)
+
+
+LONG_KEY = "item " + "x" * 295
+
+
+def check_a_question_with_a_long_key_round_trips(store: Any, done: Any = None) -> None:
+    """An ``inputRequests`` key is the tool's to choose (a hand-built result may key its
+    questions by the client's own text; the SDK keys a resolver's by its module and qualified
+    name): one longer than the row's column still asks, and its answer still reaches the
+    tool and its row."""
+    point = endpoint(store)
+    try:
+        items = [LONG_KEY, "short"]
+        status, body = call(point, "pick", {"items": items}, capabilities=FORM_AND_URL)
+        assert status == 200, body
+        result = body["result"]
+        assert sorted(result["inputRequests"]) == sorted(items)
+        handle = result["requestState"]
+        state_id = parse_handle(point, handle)
+        assert {r.message: r.status for r in store.elicitations_for_state(state_id)} == dict.fromkeys(items, "pending")
+        answers = {LONG_KEY: {"action": "accept", "content": {"ok": True}}, "short": {"action": "decline"}}
+        status, body = call(point, "pick", {"items": items}, inputResponses=answers, requestState=handle)
+        assert status == 200 and body["result"]["content"][0]["text"] == "picked accept, decline", body
+        rows = {r.message: r for r in store.elicitations_for_state(state_id)}
+        assert (rows[LONG_KEY].status, json.loads(rows[LONG_KEY].answer)) == ("accepted", {"ok": True})
+        assert (rows["short"].status, rows["short"].detail) == ("declined", None)
+    finally:
+        if done is not None:
+            done(point)
+        point.close()
+
+
+def test_a_question_with_a_long_key_round_trips() -> None:
+    check_a_question_with_a_long_key_round_trips(MemoryStore())
 
 
 def test_a_call_that_asks_nothing_writes_nothing() -> None:

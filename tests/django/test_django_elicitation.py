@@ -847,6 +847,13 @@ def test_a_refused_answer_is_recorded_as_refused(tool: str, content: dict[str, s
     check_a_refused_answer_is_recorded_as_refused(DjangoStore(), tool, answer, done=close_database_threads)
 
 
+def test_a_question_with_a_long_key_round_trips() -> None:
+    """A question keyed longer than the ORM row's column asks and is answered."""
+    from tests.core.test_elicitation import check_a_question_with_a_long_key_round_trips
+
+    check_a_question_with_a_long_key_round_trips(DjangoStore(), done=close_database_threads)
+
+
 @pytest.mark.parametrize("tool", ["interview", "interview_or_guess", "hello"])
 def test_a_refused_legacy_answer_is_recorded_as_refused(tool: str) -> None:
     """On the legacy wire too: the SDK refuses an answer that does not fit the schema, the ORM row says so."""

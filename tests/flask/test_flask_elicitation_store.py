@@ -1483,3 +1483,10 @@ def test_a_refused_legacy_answer_is_recorded_as_refused(store: SessionStore, too
     from tests.core.test_elicitation import check_a_refused_legacy_answer_is_recorded_as_refused
 
     check_a_refused_legacy_answer_is_recorded_as_refused(store, tool, {"action": "accept", "content": {"name": 5}})
+
+
+def test_a_question_with_a_long_key_round_trips(store: SessionStore) -> None:
+    """A question keyed longer than the row's column asks and is answered, on every backend."""
+    from tests.core.test_elicitation import check_a_question_with_a_long_key_round_trips
+
+    check_a_question_with_a_long_key_round_trips(store)
