@@ -32,7 +32,14 @@ from mcp_common.elicitation import COMPLETE_METHOD, complete_in_store, new_recor
 from mcp_common.http import HTTPRequest, HTTPResponse
 from mcp_common.jsonrpc import json_response
 from mcp_common.security import check_request
-from mcp_common.store import REFUSED_DETAIL, RequestStateRecord, new_row_id, storable_key, storable_text
+from mcp_common.store import (
+    ONE_STATEMENT_ANSWERS,
+    REFUSED_DETAIL,
+    RequestStateRecord,
+    new_row_id,
+    storable_key,
+    storable_text,
+)
 
 if TYPE_CHECKING:
     from mcp_common.endpoint import MCPEndpoint
@@ -112,6 +119,11 @@ def redeem_sync(endpoint: MCPEndpoint, method: str, params: Mapping[str, Any], p
             if isinstance(response, Mapping) and "action" in response:
                 answers[storable_key(str(key))] = outcome_of(response)  # as new_record keeps it
     store = endpoint.store
+    if len(answers) > ONE_STATEMENT_ANSWERS:
+        # The client chose how many answers it sent, and a store records each answer past a
+        # few in a statement of its own: only those to questions this state asked go (one read).
+        asked = {row.request_key for row in store.elicitations_for_state(state_id)}
+        answers = {key: answer for key, answer in answers.items() if key in asked}
     state = store.consume_request_state(
         state_id, endpoint.name, method, target, args_digest, principal, time.time(), answers
     )

@@ -847,6 +847,39 @@ def test_a_refused_answer_is_recorded_as_refused(tool: str, content: dict[str, s
     check_a_refused_answer_is_recorded_as_refused(DjangoStore(), tool, answer, done=close_database_threads)
 
 
+@pytest.mark.parametrize("tool", ["hello", "greet"])
+def test_answers_to_questions_never_asked_cost_no_statements(tool: str) -> None:
+    """A retry's ``inputResponses`` are the client's: thousands of answers to questions its
+    state never asked (a megabyte of body) cost no database statement each, and the question
+    that was asked is answered as usual."""
+    from django.db import connection
+
+    from tests.core.test_elicitation import ask, call, endpoint
+
+    if connection.vendor != "sqlite":
+        pytest.skip("counts the statements SQLite's driver runs")
+    store = DjangoStore()
+    point = endpoint(store)
+    statements: list[str] = []
+    try:
+        key, _, handle = ask(point, tool)
+        answers: dict[str, Any] = {f"unasked-{n}": {"action": "decline"} for n in range(2000)}
+        answers[key] = {"action": "accept", "content": {"name": "Ada"}}
+        connection.ensure_connection()  # the request's thread is this one: so is its connection
+        connection.connection.set_trace_callback(statements.append)
+        try:
+            status, body = call(point, tool, {}, inputResponses=answers, requestState=handle)
+        finally:
+            connection.connection.set_trace_callback(None)
+        assert status == 200 and body["result"]["content"][0]["text"].endswith("Ada!"), body
+        assert len(statements) < 20, len(statements)
+        (row,) = MCPElicitation.objects.filter(request_key=key)
+        assert (row.status, json.loads(row.answer)) == ("accepted", {"name": "Ada"})
+    finally:
+        close_database_threads(point)
+        point.close()
+
+
 def test_a_question_with_a_long_key_round_trips() -> None:
     """A question keyed longer than the ORM row's column asks and is answered."""
     from tests.core.test_elicitation import check_a_question_with_a_long_key_round_trips
