@@ -10,10 +10,21 @@ import httpx
 import pytest
 from mcp import Client
 from mcp.client import ClientRequestContext
-from mcp.types import ElicitRequestParams, ElicitResult, TextContent
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.types import (
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitRequestParams,
+    ElicitResult,
+    InputRequiredResult,
+    TextContent,
+)
+from sqlalchemy import text
 
 from example_project.flask_app import create_app
 from example_project.servers import files
+from mcp_flask import MCP
 
 LEGACY = "legacy"
 MODERN = "2026-07-28"
@@ -112,3 +123,44 @@ def test_demo_at_mcp(example: str, mode: str) -> None:
             assert _text(await client.call_tool("greet", {"name": "Flask"})) == "Hello, Flask!"
 
     run(scenario())
+
+
+def test_questions_keyed_longer_than_their_column_in_the_2026_era(
+    flask_live_server: Callable[..., Any],
+    make_app: Callable[..., Any],
+    backend: tuple[str, dict[str, Any]],
+    fast_config: dict[str, Any],
+) -> None:
+    """A tool keys its questions by the client's own text, one longer than the row's column:
+    the official client is asked both and its answers reach the tool, on every database."""
+    server = MCPServer("Picker")
+    long_item = "item " + "x" * 295
+
+    @server.tool()
+    async def pick(items: list[str], ctx: Context) -> str | InputRequiredResult:
+        answers = ctx.input_responses or {}
+        if all(item in answers for item in items):
+            return ", ".join(str(answers[item].action) for item in items)
+        schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+        form = ElicitRequestFormParams
+        asks = {item: ElicitRequest(params=form(message=item, requested_schema=schema)) for item in items}
+        return InputRequiredResult(input_requests=asks, request_state="picking")
+
+    uri, options = backend
+    app = make_app(MCP_DATABASE_URI=uri, MCP_ENGINE_OPTIONS=options, **fast_config)
+    mcp = MCP(app, server=server)
+    live = flask_live_server(app)
+
+    async def scenario() -> None:
+        async with Client(f"{live.url}/mcp", mode=MODERN, elicitation_callback=answer) as client:
+            assert _text(await client.call_tool("pick", {"items": [long_item, "short"]})) == "accept, accept"
+
+    questions.clear()
+    run(scenario())
+    assert sorted(questions) == sorted([long_item, "short"])
+    with mcp.store(app).engine.connect() as connection:
+        rows = connection.execute(
+            text("SELECT message, status, answer FROM mcp_elicitation WHERE server_name = 'Picker'")
+        ).all()
+    given = '{"name":"Ada Lovelace","ok":true}'
+    assert sorted(rows) == sorted([(long_item, "accepted", given), ("short", "accepted", given)])
