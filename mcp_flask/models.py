@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import BigInteger, Boolean, DateTime, Index, Integer, MetaData, String, Text, UniqueConstraint
 from sqlalchemy.dialects.mysql import DATETIME as MYSQL_DATETIME
+from sqlalchemy.dialects.mysql import LONGTEXT
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -39,6 +40,9 @@ metadata = MetaData(
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY (a rowid alias), not a BIGINT one.
 BigAutoId = BigInteger().with_variant(Integer(), "sqlite")
+LongText = Text().with_variant(LONGTEXT(), "mysql", "mariadb")
+"""Text of any length. MySQL's and MariaDB's ``TEXT`` holds 64 kB, less than one answer, event
+or state a client's request (up to ``MCP_MAX_BODY_SIZE``) or a tool's result can make."""
 
 
 def utcnow() -> dt.datetime:
@@ -91,7 +95,7 @@ class MCPSession(MCPModel):
     session_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     server_name: Mapped[str] = mapped_column(String(200))
     protocol_version: Mapped[str] = mapped_column(String(32))
-    client_params: Mapped[str] = mapped_column(Text, doc="The client's initialize params, as JSON.")
+    client_params: Mapped[str] = mapped_column(LongText, doc="The client's initialize params, as JSON.")
     principal: Mapped[str | None] = mapped_column(String(255))
     get_cursor: Mapped[int] = mapped_column(BigInteger, default=0, doc="Last event delivered on a GET stream.")
     created: Mapped[dt.datetime] = mapped_column(UTCDateTime)
@@ -110,7 +114,7 @@ class MCPEvent(MCPModel):
     id: Mapped[int] = mapped_column(BigAutoId, primary_key=True, autoincrement=True)
     session_id: Mapped[str] = mapped_column(String(64))
     stream_key: Mapped[str] = mapped_column(String(64))
-    message: Mapped[str] = mapped_column(Text)
+    message: Mapped[str] = mapped_column(LongText)
     final: Mapped[bool] = mapped_column(Boolean, default=False)
     created: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
 
@@ -131,8 +135,8 @@ class MCPPendingRequest(MCPModel):
     session_id: Mapped[str] = mapped_column(String(64))
     request_id: Mapped[str] = mapped_column(String(64))
     method: Mapped[str] = mapped_column(String(64))
-    params: Mapped[str] = mapped_column(Text)
-    response: Mapped[str | None] = mapped_column(Text)
+    params: Mapped[str] = mapped_column(LongText)
+    response: Mapped[str | None] = mapped_column(LongText)
     created: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
     answered: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
 
@@ -163,13 +167,13 @@ class MCPElicitation(MCPModel):
     request_key: Mapped[str] = mapped_column(String(200), doc="Server-to-client request id, or inputRequests key.")
     principal: Mapped[str | None] = mapped_column(String(255))
     mode: Mapped[str] = mapped_column(String(8), doc="form or url.")
-    message: Mapped[str] = mapped_column(Text)
-    requested_schema: Mapped[str | None] = mapped_column(Text)
-    url: Mapped[str | None] = mapped_column(Text)
+    message: Mapped[str] = mapped_column(LongText)
+    requested_schema: Mapped[str | None] = mapped_column(LongText)
+    url: Mapped[str | None] = mapped_column(LongText)
     elicitation_id: Mapped[str | None] = mapped_column(String(255), index=True)
     status: Mapped[str] = mapped_column(String(16), default="pending", index=True)
-    answer: Mapped[str | None] = mapped_column(Text)
-    detail: Mapped[str | None] = mapped_column(Text)
+    answer: Mapped[str | None] = mapped_column(LongText)
+    detail: Mapped[str | None] = mapped_column(LongText)
     owner: Mapped[str | None] = mapped_column(String(255), doc="Worker whose call waits.")
     stream_key: Mapped[str | None] = mapped_column(String(64))
     call_id: Mapped[str | None] = mapped_column(String(255), doc="The asking call's JSON-RPC id.")
@@ -189,10 +193,10 @@ class MCPRequestState(MCPModel):
     state_id: Mapped[str] = mapped_column(String(32), primary_key=True)
     server_name: Mapped[str] = mapped_column(String(200))
     method: Mapped[str] = mapped_column(String(64))
-    target: Mapped[str] = mapped_column(Text)
+    target: Mapped[str] = mapped_column(LongText)
     args_digest: Mapped[str] = mapped_column(String(64))
     principal: Mapped[str | None] = mapped_column(String(255))
-    sealed: Mapped[str] = mapped_column(Text)
+    sealed: Mapped[str] = mapped_column(LongText)
     created: Mapped[dt.datetime] = mapped_column(UTCDateTime)
     expires: Mapped[dt.datetime] = mapped_column(UTCDateTime, index=True)
     consumed: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)

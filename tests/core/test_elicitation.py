@@ -305,6 +305,24 @@ def test_a_question_with_a_long_key_round_trips() -> None:
     check_a_question_with_a_long_key_round_trips(MemoryStore())
 
 
+def check_a_long_answer_is_recorded(store: Any, done: Any = None) -> None:
+    """A user's answer is as long as the request body allows (a pasted document in a text
+    field): the tool receives it and its row keeps it whole."""
+    point = endpoint(store)
+    try:
+        key, _, handle = ask(point)
+        name = "Ada " * 50_000  # 200 kB, over MySQL's TEXT
+        answer = {key: {"action": "accept", "content": {"name": name}}}
+        status, body = call(point, "hello", {}, inputResponses=answer, requestState=handle)
+        assert status == 200 and body["result"]["content"][0]["text"] == f"Hello, {name}!", str(body)[:300]
+        (row,) = store.elicitations_for_state(parse_handle(point, handle))
+        assert (row.status, json.loads(row.answer)) == ("accepted", {"name": name})
+    finally:
+        if done is not None:
+            done(point)
+        point.close()
+
+
 def test_a_call_that_asks_nothing_writes_nothing() -> None:
     store = MemoryStore()
     point = endpoint(store)

@@ -880,6 +880,13 @@ def test_answers_to_questions_never_asked_cost_no_statements(tool: str) -> None:
         point.close()
 
 
+def test_a_long_answer_is_recorded() -> None:
+    """An answer longer than MySQL's TEXT is recorded whole by the ORM."""
+    from tests.core.test_elicitation import check_a_long_answer_is_recorded
+
+    check_a_long_answer_is_recorded(DjangoStore(), done=close_database_threads)
+
+
 def test_a_question_with_a_long_key_round_trips() -> None:
     """A question keyed longer than the ORM row's column asks and is answered."""
     from tests.core.test_elicitation import check_a_question_with_a_long_key_round_trips

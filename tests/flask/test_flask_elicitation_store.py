@@ -54,7 +54,7 @@ from mcp_flask.models import (
 from tests.flask.conftest import BACKENDS, POSTGRES_URL, MariaDBDatabases
 
 PREVIOUS = "mcp_0001"
-HEAD = "mcp_0005"
+HEAD = "mcp_0006"
 NEW_TABLES = ("mcp_elicitation", "mcp_request_state", "mcp_worker")
 ALL_TABLES = ("mcp_session", "mcp_event", "mcp_pending_request", *NEW_TABLES)
 TIME_FIELDS = ("created", "updated", "expires", "consumed")
@@ -1177,6 +1177,27 @@ def test_a_database_migrated_before_mcp_0005_keeps_microseconds_after_it(fresh_u
 
 
 @pytest.mark.parametrize("fresh_url", BACKENDS, indirect=True)
+def test_a_database_migrated_before_mcp_0006_holds_long_text(fresh_url: str) -> None:
+    """MySQL and MariaDB: mcp_0001-0005 made 64 kB ``TEXT`` columns there; an upgraded
+    database keeps a longer state, event and answer whole, as a fresh one does."""
+    engine = make_engine(fresh_url)
+    try:
+        migrate(engine, "mcp_0005")
+        migrate(engine)
+        store = SQLAlchemyStore(engine)
+        now = time.time()
+        long = "x" * 200_000
+        store.save_request_state(replace(_state(now=now), sealed=long), [])
+        claimed = _consume(store, now + 1)
+        assert claimed is not None and claimed.sealed == long
+        store.create_session(_session(last_seen=now))
+        store.append_event("s1", "k1", long)
+        assert [event.message for event in store.events_after("s1", "k1", 0)] == [long]
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("fresh_url", BACKENDS, indirect=True)
 def test_migrate_from_the_previous_revision_keeps_the_data(fresh_url: str) -> None:
     engine = make_engine(fresh_url)
     try:
@@ -1490,3 +1511,10 @@ def test_a_question_with_a_long_key_round_trips(store: SessionStore) -> None:
     from tests.core.test_elicitation import check_a_question_with_a_long_key_round_trips
 
     check_a_question_with_a_long_key_round_trips(store)
+
+
+def test_a_long_answer_is_recorded(store: SessionStore) -> None:
+    """An answer longer than MySQL's TEXT is recorded whole, on every backend."""
+    from tests.core.test_elicitation import check_a_long_answer_is_recorded
+
+    check_a_long_answer_is_recorded(store)

@@ -828,8 +828,8 @@ def test_cli_migrate_says_what_it_did_in_one_line(
         first = runner.invoke(args=["mcp", "migrate"])
         again = runner.invoke(args=["mcp", "migrate"])
     assert first.exit_code == 0 and again.exit_code == 0, (first.output, again.output)
-    assert first.output == f"Created the MCP tables (revision mcp_0005) in {url}.\n"
-    assert again.output == f"The MCP tables in {url} are already at revision mcp_0005: nothing to do.\n"
+    assert first.output == f"Created the MCP tables (revision mcp_0006) in {url}.\n"
+    assert again.output == f"The MCP tables in {url} are already at revision mcp_0006: nothing to do.\n"
     chatter = [r for r in caplog.records if r.name.startswith("alembic") and r.levelno < logging.WARNING]
     assert chatter == [], [r.getMessage() for r in chatter]
 
@@ -855,7 +855,7 @@ def test_cli_migrate_and_purge(make_app: Callable[..., Flask]) -> None:
     runner = app.test_cli_runner()
     result = runner.invoke(args=["mcp", "migrate"])
     assert result.exit_code == 0, result.output
-    assert "mcp_0005" in result.output
+    assert "mcp_0006" in result.output
     result = runner.invoke(args=["mcp", "purge"])
     assert result.exit_code == 0 and "Deleted 0 expired MCP session(s)" in result.output
     import time as _time
@@ -906,7 +906,7 @@ def test_cli_migrate_to_an_earlier_revision_says_it_downgraded_and_base_that_it_
     result = runner.invoke(args=["mcp", "migrate", "--revision", "mcp_0003"])
     assert result.exit_code == 0, result.output
     assert "Downgraded the MCP tables in sqlite:///" in result.output
-    assert result.output.rstrip().endswith("from revision mcp_0005 to mcp_0003."), result.output
+    assert result.output.rstrip().endswith("from revision mcp_0006 to mcp_0003."), result.output
     result = runner.invoke(args=["mcp", "migrate", "--revision", "base"])
     assert result.exit_code == 0, result.output
     assert "Dropped the MCP tables from sqlite:///" in result.output

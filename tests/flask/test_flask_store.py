@@ -159,7 +159,7 @@ def test_purge_expired(store: SQLAlchemyStore) -> None:
 
 def test_migrations_match_models_and_keep_their_own_version_table(engine: Engine) -> None:
     migrate(engine)  # a second run is a no-op
-    assert current_revision(engine) == "mcp_0005"
+    assert current_revision(engine) == "mcp_0006"
     tables = set(sa.inspect(engine).get_table_names())
     assert {
         "mcp_session",
