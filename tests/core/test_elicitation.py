@@ -406,6 +406,25 @@ def test_foreign_principal_is_refused_without_burning_the_state() -> None:
     assert status == 200 and body["result"]["content"][0]["text"] == "Hello, Alice!"
 
 
+@pytest.mark.parametrize("tool", ["hello", "greet"])
+def test_a_handle_made_before_the_secret_key_was_rotated_is_redeemed_until_the_old_key_goes(tool: str) -> None:
+    """``SECRET_KEY`` rotated, the old one kept in ``SECRET_KEY_FALLBACKS``: a question asked
+    before the deploy is still answered after it (both the handle's MAC and the sealed state
+    inside were made under the old key); once the old key is dropped, the handle is refused."""
+    store = MemoryStore()
+    before = endpoint(store)
+    rotated = endpoint(store, secret_keys=("a-new-secret-" * 4, SECRET))
+    dropped = endpoint(store, secret_keys=("a-new-secret-" * 4,))
+    for redeemer, works in ((rotated, True), (dropped, False)):
+        key, _, handle = ask(before, tool)
+        answer = {key: {"action": "accept", "content": {"name": "Ada"}}}
+        status, body = call(redeemer, tool, {}, inputResponses=answer, requestState=handle)
+        if works:
+            assert status == 200 and body["result"]["content"][0]["text"].endswith("Ada!"), body
+        else:
+            assert refused(status, body)
+
+
 def test_state_is_bound_to_tool_and_arguments() -> None:
     store = MemoryStore()
     point = endpoint(store)
