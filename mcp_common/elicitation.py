@@ -174,7 +174,7 @@ def caller_elicitation_id(base: str) -> str:
     endpoint = request.endpoint if request is not None else None
     if endpoint is None:
         raise RuntimeError("caller_elicitation_id() is for tools and resolvers, while an MCP request is served")
-    elicitation_id = _caller_id(endpoint.handle_keys[0], request.principal, base)  # type: ignore[union-attr]
+    elicitation_id = _caller_id(endpoint.handle_keys[0], request.owner, base)  # type: ignore[union-attr]
     check_elicitation_id(elicitation_id)
     return elicitation_id
 
@@ -225,7 +225,7 @@ async def elicitation_completed(elicitation_id: str) -> bool:
     endpoint = request.endpoint if request is not None else None
     if endpoint is None:
         raise RuntimeError("elicitation_completed() is for tools and resolvers, while an MCP request is served")
-    principal = request.principal  # type: ignore[union-attr]
+    principal = request.owner  # type: ignore[union-attr]
     for candidate in _same_question_ids(endpoint.handle_keys, principal, elicitation_id):
         rows = await endpoint.db(endpoint.store.find_elicitations, storable_text(candidate), endpoint.name)
         if any(row.status == "completed" and row.principal == principal for row in rows):

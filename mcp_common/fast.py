@@ -260,7 +260,7 @@ class FastPath:
         if (
             session is None
             or session.server_name != endpoint.name
-            or session.principal != request.principal
+            or session.principal != request.owner
             or session.last_seen < now - endpoint.config.session_ttl
         ):
             return None
@@ -350,7 +350,7 @@ class FastPath:
         redeemed = params.get("requestState") is not None
         if redeemed:
             try:
-                params = await endpoint.db(redeem_sync, endpoint, "tools/call", params, request.principal)
+                params = await endpoint.db(redeem_sync, endpoint, "tools/call", params, request.owner)
             except MCPError as exc:
                 reply = _reply(call.request_id, None, exc)
                 return json_response(reply, _reply_status(reply))
@@ -362,7 +362,7 @@ class FastPath:
         finally:
             current_request.reset(token)
         if isinstance(outcome, dict):
-            result = await endpoint.db(persist_sync, endpoint, "tools/call", params, request.principal, outcome)
+            result = await endpoint.db(persist_sync, endpoint, "tools/call", params, request.owner, outcome)
             return json_response({"jsonrpc": "2.0", "id": call.request_id, "result": result})
         if redeemed:
             await record_refusals(endpoint, request, params, outcome)
@@ -383,7 +383,7 @@ class FastPath:
             from mcp_common.state import redeem_sync
 
             try:
-                params = redeem_sync(self.endpoint, "tools/call", params, request.principal)
+                params = redeem_sync(self.endpoint, "tools/call", params, request.owner)
             except MCPError as exc:
                 reply = _reply(call.request_id, None, exc)
                 return json_response(reply, _reply_status(reply))
@@ -414,7 +414,7 @@ class FastPath:
             # input_required, its state sealed by the boundary: persisted here, as a handle.
             from mcp_common.state import persist_sync
 
-            result = persist_sync(self.endpoint, "tools/call", params, request.principal, outcome)
+            result = persist_sync(self.endpoint, "tools/call", params, request.owner, outcome)
             return json_response({"jsonrpc": "2.0", "id": call.request_id, "result": result})
         if redeemed:
             from mcp_common.state import record_refusals_sync

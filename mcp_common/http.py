@@ -76,6 +76,16 @@ class HTTPRequest:
     ``SECURE_PROXY_SSL_HEADER``, werkzeug's ``ProxyFix``). Adapters set it when the request
     carries an ``Origin`` header, the one check that reads it."""
 
+    @property
+    def owner(self) -> str | None:
+        """:attr:`principal` as the rows it owns keep it and are found by (a long one as its
+        start and a digest: :func:`~mcp_common.store.storable_key`)."""
+        if self.principal is None:
+            return None
+        from mcp_common.store import MAX_PRINCIPAL, storable_key
+
+        return storable_key(self.principal, MAX_PRINCIPAL)
+
     def header(self, name: str, default: str | None = None) -> str | None:
         return self.headers.get(name.lower(), default)
 

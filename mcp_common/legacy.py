@@ -669,7 +669,7 @@ class LegacyProtocol:
         if len(session_id) > 128 or not session_id.isascii():
             return error_response(404, INVALID_REQUEST, "Session not found")
         session = await self.endpoint.db(self.endpoint.store.get_session, session_id)
-        if session is None or session.server_name != self.endpoint.name or session.principal != request.principal:
+        if session is None or session.server_name != self.endpoint.name or session.principal != request.owner:
             # A session used with another credential is answered exactly as an unknown one.
             return error_response(404, INVALID_REQUEST, "Session not found")
         if session.last_seen < time.time() - self.endpoint.config.session_ttl:
@@ -727,7 +727,7 @@ class LegacyProtocol:
         connection = Connection(_NullChannel(), protocol_version=LATEST_HANDSHAKE_VERSION)
         dctx = SessionContext(
             endpoint=self.endpoint,
-            session=SessionRecord("", LATEST_HANDSHAKE_VERSION, "{}", request.principal, self.endpoint.name, 0, 0),
+            session=SessionRecord("", LATEST_HANDSHAKE_VERSION, "{}", request.owner, self.endpoint.name, 0, 0),
             request_id=message.id,
             transport=TransportContext(kind="streamable-http", can_send_request=False, headers=request.headers),
             message_metadata=ServerMessageMetadata(request_context=request.native),
@@ -754,7 +754,7 @@ class LegacyProtocol:
             session_id=uuid.uuid4().hex,
             protocol_version=connection.protocol_version,
             client_params=kept,
-            principal=request.principal,
+            principal=request.owner,
             server_name=self.endpoint.name,
             created=now,
             last_seen=now,

@@ -168,7 +168,7 @@ async def handle_modern(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPResp
         verdict.protocol_version,
         verdict.client_info,
         verdict.client_capabilities,
-        outbound=CompletionOutbound(endpoint, request.principal),
+        outbound=CompletionOutbound(endpoint, request.owner),
     )
     dctx = ExchangeContext(
         transport=TransportContext(kind="streamable-http", can_send_request=False, headers=request.headers),
@@ -244,7 +244,7 @@ async def _run(
     if persisting and not request.state_ready and params is not None and params.get("requestState") is not None:
         handle_state_id(endpoint, params)
         check_surface(req.method, connection.protocol_version, params)
-        params = await redeem(endpoint, req.method, params, request.principal)
+        params = await redeem(endpoint, req.method, params, request.owner)
     result = await _sdk.serve_one(
         endpoint.lowlevel,
         dctx,
@@ -256,7 +256,7 @@ async def _run(
     if persisting and params is not None and params.get("requestState") is not None:
         await record_refusals(endpoint, request, params, result)
     if persisting and (not request.defer_persist or dctx.notified):
-        result = await persist(endpoint, req.method, req.params, request.principal, result)
+        result = await persist(endpoint, req.method, req.params, request.owner, result)
     return result
 
 

@@ -315,7 +315,7 @@ def prepare_blocking(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPRequest
     except Exception:
         return request  # the loop side raises it again, before redeeming, as the SDK answers it
     try:
-        new_params = redeem_sync(endpoint, decoded["method"], params, request.principal)
+        new_params = redeem_sync(endpoint, decoded["method"], params, request.owner)
     except MCPError as exc:
         from mcp_common.modern import _reply, _reply_status
 
@@ -336,7 +336,7 @@ def finish_blocking(endpoint: MCPEndpoint, request: HTTPRequest, response: HTTPR
     if not is_input_required(result):
         return response
     decoded = request.json()
-    reply["result"] = persist_sync(endpoint, decoded["method"], decoded.get("params"), request.principal, result)
+    reply["result"] = persist_sync(endpoint, decoded["method"], decoded.get("params"), request.owner, result)
     return json_response(reply, response.status, headers=response.headers)
 
 

@@ -212,6 +212,8 @@ MAX_ELICITATION_ID = 255
 """Characters a question's row keeps of a URL question's ``elicitationId``."""
 MAX_REQUEST_KEY = 200
 """Characters a question's row keeps of its key (``request_key``)."""
+MAX_PRINCIPAL = 255
+"""Characters a session's, question's or request state's row keeps of its principal."""
 
 
 def storable(text: str) -> bool:
@@ -230,16 +232,18 @@ def storable_text(text: str) -> str:
     return "".join("\ufffd" if char == "\x00" or "\ud800" <= char <= "\udfff" else char for char in text)
 
 
-def storable_key(key: str) -> str:
-    """A question's key (an ``inputRequests`` key, a server-to-client request id) as its row
-    keeps it and is found by: :func:`storable_text`, and, when longer than the column, its
-    start and a digest of the whole in :data:`MAX_REQUEST_KEY` characters. The key is the
-    tool's to choose, and may be built from a client's text."""
+def storable_key(key: str, limit: int = MAX_REQUEST_KEY) -> str:
+    """A key as a row keeps it and is found by: :func:`storable_text`, and, when longer than
+    its column (``limit``), its start and a digest of the whole in ``limit`` characters.
+
+    For a question's key (an ``inputRequests`` key, a server-to-client request id: the tool's
+    to choose, and it may build it from a client's text) and a principal (the application's
+    string, :data:`MAX_PRINCIPAL`)."""
     text = storable_text(key)
-    if len(text) <= MAX_REQUEST_KEY:
+    if len(text) <= limit:
         return text
     digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
-    return f"{text[: MAX_REQUEST_KEY - len(digest) - 1]}#{digest}"
+    return f"{text[: limit - len(digest) - 1]}#{digest}"
 
 
 def new_row_id() -> str:

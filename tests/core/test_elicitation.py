@@ -323,6 +323,40 @@ def check_a_long_answer_is_recorded(store: Any, done: Any = None) -> None:
         point.close()
 
 
+def check_a_long_principal_is_bound_like_a_short_one(store: Any, done: Any = None) -> None:
+    """A principal is the application's string (a Flask-Login ``get_id()`` that is an
+    alternative token, an OAuth subject, an e-mail address as a user's key): one longer than
+    the rows' column still asks, binds its state and answers; another that shares all but its
+    end is someone else."""
+    alice = "user:" + "a" * 300
+    mallory = alice[:-1] + "m"
+    point = endpoint(store)
+    try:
+        key, _, handle = ask(point, principal=alice)
+        answer = {key: {"action": "accept", "content": {"name": "Mallory"}}}
+        assert refused(*call(point, "hello", {}, mallory, inputResponses=answer, requestState=handle))
+        answer = {key: {"action": "accept", "content": {"name": "Alice"}}}
+        status, body = call(point, "hello", {}, alice, inputResponses=answer, requestState=handle)
+        assert status == 200 and body["result"]["content"][0]["text"] == "Hello, Alice!", body
+        (row,) = store.elicitations_for_state(parse_handle(point, handle))
+        assert row.status == "accepted"
+        # A legacy session is bound to it the same way.
+        hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
+        opening = request("POST", {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello})
+        opening.principal = alice
+        response = point.handle(opening)
+        assert response.status == 200, response.body
+        session = response.headers["Mcp-Session-Id"]
+        for caller, status in ((mallory, 404), (alice, 200)):
+            listing = legacy(session, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+            listing.principal = caller
+            assert point.handle(listing).status == status
+    finally:
+        if done is not None:
+            done(point)
+        point.close()
+
+
 def test_a_call_that_asks_nothing_writes_nothing() -> None:
     store = MemoryStore()
     point = endpoint(store)

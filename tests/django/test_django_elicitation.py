@@ -887,6 +887,13 @@ def test_a_long_answer_is_recorded() -> None:
     check_a_long_answer_is_recorded(DjangoStore(), done=close_database_threads)
 
 
+def test_a_long_principal_is_bound_like_a_short_one() -> None:
+    """A principal longer than the ORM rows' column binds questions and sessions."""
+    from tests.core.test_elicitation import check_a_long_principal_is_bound_like_a_short_one
+
+    check_a_long_principal_is_bound_like_a_short_one(DjangoStore(), done=close_database_threads)
+
+
 def test_a_question_with_a_long_key_round_trips() -> None:
     """A question keyed longer than the ORM row's column asks and is answered."""
     from tests.core.test_elicitation import check_a_question_with_a_long_key_round_trips

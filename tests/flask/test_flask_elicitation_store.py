@@ -1518,3 +1518,10 @@ def test_a_long_answer_is_recorded(store: SessionStore) -> None:
     from tests.core.test_elicitation import check_a_long_answer_is_recorded
 
     check_a_long_answer_is_recorded(store)
+
+
+def test_a_long_principal_is_bound_like_a_short_one(store: SessionStore) -> None:
+    """A principal longer than the rows' column binds questions, on every backend."""
+    from tests.core.test_elicitation import check_a_long_principal_is_bound_like_a_short_one
+
+    check_a_long_principal_is_bound_like_a_short_one(store)
