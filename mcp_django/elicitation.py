@@ -41,7 +41,10 @@ def complete_elicitation(elicitation_id: str, server: str | None = None) -> int:
 
 
 async def acomplete_elicitation(elicitation_id: str, server: str | None = None) -> int:
-    """:func:`complete_elicitation` for async code."""
+    """:func:`complete_elicitation` for async code (an async view, an async test)."""
     from asgiref.sync import sync_to_async
 
-    return await sync_to_async(complete_elicitation, thread_sensitive=False)(elicitation_id, server)
+    # Thread-sensitive, as Django's own async ORM: on the thread of the caller's other sync
+    # database work, so it sees the caller's transaction, and on the connection Django closes
+    # when the request ends (an executor thread's connection would stay open for good).
+    return await sync_to_async(complete_elicitation)(elicitation_id, server)

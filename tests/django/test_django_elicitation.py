@@ -259,6 +259,23 @@ def test_complete_elicitation_refuses_an_empty_id() -> None:
         mcp_django.complete_elicitation("")
 
 
+@pytest.mark.django_db  # a TestCase: the test's writes are in its open transaction
+def test_acomplete_elicitation_runs_where_the_callers_database_work_does() -> None:
+    """Async code (an async view, an async test) completes on the thread Django runs its sync
+    work on, as Django's own async ORM does: it sees the caller's transaction (a ``TestCase``'s
+    rows), and its connection is the one Django closes after the request, not one left open on
+    some executor thread (which also kept PostgreSQL from dropping the test database)."""
+    from asgiref.sync import async_to_sync
+
+    store = DjangoStore()
+    sid = session(store)
+    row = url_row(store, sid, "dep-async")
+    assert async_to_sync(mcp_django.acomplete_elicitation)("dep-async") == 1
+    assert store.get_elicitation(row.id).status == "completed"
+    assert len(store.events_after(sid, GET_STREAM, 0)) == 1
+    assert async_to_sync(mcp_django.acomplete_elicitation)("dep-async") == 0
+
+
 def test_elicitation_ids_differing_only_in_case_are_apart() -> None:
     """A payment provider's ids are case-sensitive; completing one never completes another
     (MySQL and MariaDB compare text case-insensitively and ignore trailing spaces by default)."""
