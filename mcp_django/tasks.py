@@ -8,6 +8,10 @@ does not lose the completion: the task retries with exponential backoff (1 s, 2 
 capped at 10 minutes, with jitter), up to ``MAX_RETRIES`` times. Completion is idempotent, so a
 retry after a commit whose acknowledgement was lost changes nothing. Other errors (a missing
 table, a bad id) fail at once: retrying would not mend them.
+
+The message is acknowledged once the task has run, not when a worker takes it: a worker process
+killed mid-task (out of memory, SIGKILL, a lost machine) leaves it to be delivered again, which
+idempotence makes safe. (Celery's default, acknowledging first, would lose the completion.)
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ MAX_RETRIES = 12
 @shared_task(
     name="mcp_django.complete_elicitation",
     ignore_result=False,
+    acks_late=True,
+    reject_on_worker_lost=True,
     autoretry_for=(OperationalError, InterfaceError),
     retry_backoff=True,
     retry_backoff_max=600,

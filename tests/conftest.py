@@ -212,6 +212,16 @@ class ServerPool:
         stop_many(self.started)
 
 
+def end_process(process: subprocess.Popen[bytes]) -> None:
+    """Ask a process started by a test (a Celery worker) to stop; kill it if it will not."""
+    process.terminate()
+    try:
+        process.wait(15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(5)
+
+
 def stop(live: LiveServer) -> None:
     """Stop the server and every process of its group (workers included), however it fares."""
     stop_many([live])

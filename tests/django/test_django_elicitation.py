@@ -4,10 +4,16 @@ check for elicitation schemas, and the admin panel where staff review questions.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -250,6 +256,82 @@ def test_the_celery_task_gives_up_after_its_retries(monkeypatch: Any) -> None:
     with pytest.raises(InterfaceError):
         complete_elicitation_task.apply(args=["dep-y"]).get()
     assert len(calls) == MAX_RETRIES + 1
+
+
+QUESTION_ON_FILE = """
+import django, time
+django.setup()
+from django.core.management import call_command
+call_command("migrate", verbosity=0)
+from mcp_common.elicitation import new_record
+from mcp_common.store import SessionRecord
+from mcp_django.store import DjangoStore
+store, now = DjangoStore(), time.time()
+store.create_session(SessionRecord("s-crash", "2025-11-25", "{}", None, "Bistro", now, now))
+params = {"mode": "url", "message": "Pay", "url": "https://pay.example.com/9", "elicitationId": "dep-crash"}
+record = new_record(server_name="Bistro", tool="pay_deposit", params=params, request_key="srv-1",
+                    principal=None, expires=now + 600, session_id="s-crash")
+store.create_pending("s-crash", "srv-1", "elicitation/create", "{}", record)
+"""
+
+
+def _blocked_on(lock_file: Path) -> list[int]:
+    """The processes waiting for the ``flock`` on ``lock_file`` (Linux's ``/proc/locks``)."""
+    inode = f":{os.stat(lock_file).st_ino} "
+    waiting = [line.split() for line in Path("/proc/locks").read_text().splitlines() if "->" in line and inode in line]
+    return [int(fields[fields.index("->") + 4]) for fields in waiting]
+
+
+@pytest.mark.slow
+def test_the_celery_task_completes_after_its_worker_process_died_mid_completion(tmp_path: Path) -> None:
+    """A Celery worker process killed while it completes a payment's question (out of memory,
+    a deploy's SIGKILL, a lost machine) must not lose the completion: the task, idempotent, is
+    acknowledged only once done, and runs again."""
+    from celery import Celery
+
+    from mcp_common.store import SQLiteWriteLock
+    from tests.conftest import ROOT, end_process
+
+    database = tmp_path / "celery.sqlite3"
+    broker = "redis://127.0.0.1:6379/7"
+    queue = f"mcp-test-{uuid.uuid4().hex[:8]}"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "DJANGO_SETTINGS_MODULE": "example_project.django_site.settings",
+        "MCP_EXAMPLE_DATABASE_URL": f"sqlite:///{database}",
+        "MCP_EXAMPLE_CELERY_BROKER": broker,
+        "MCP_EXAMPLE_CELERY_BACKEND": broker,
+    }
+    subprocess.run([sys.executable, "-c", QUESTION_ON_FILE], cwd=ROOT, env=env, check=True)
+    command = [sys.executable, "-m", "celery", "-A", "example_project.django_site.celery", "worker"]
+    command += ["--pool=prefork", "--concurrency=1", "-Q", queue, "--without-gossip", "--without-mingle"]
+    log = (tmp_path / "worker.log").open("wb")
+    worker = subprocess.Popen([*command, "--loglevel=INFO"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    sender = Celery(broker=broker, backend=broker)
+    # The store's writers to the file take turns on this lock: held here, the worker's
+    # completion waits for it, mid-task, until its process is killed.
+    lock = SQLiteWriteLock(str(database))
+    try:
+        with lock:
+            result = sender.send_task("mcp_django.complete_elicitation", args=["dep-crash"], queue=queue)
+            deadline = time.monotonic() + 60
+            while not (blocked := _blocked_on(Path(f"{database}-mcp.lock"))) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert blocked, (tmp_path / "worker.log").read_text()
+            os.kill(blocked[0], signal.SIGKILL)
+        assert result.get(timeout=60) == 1, (tmp_path / "worker.log").read_text()
+        with sqlite3.connect(database) as connection:
+            ((status,),) = connection.execute(
+                "SELECT status FROM mcp_django_mcpelicitation WHERE elicitation_id = 'dep-crash'"
+            ).fetchall()
+        assert status == "completed"
+    finally:
+        end_process(worker)
+        log.close()
+        with sender.connection_for_write() as connection:
+            connection.default_channel.queue_delete(queue)
+        sender.close()
 
 
 def test_complete_elicitation_refuses_an_empty_id() -> None:

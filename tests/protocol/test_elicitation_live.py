@@ -27,7 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import ElicitRequestParams, ElicitRequestURLParams, ElicitResult, TextContent
 
-from tests.conftest import ROOT, Database, DatabaseFactory, LiveServer, ServerPool, stop, stop_many
+from tests.conftest import ROOT, Database, DatabaseFactory, LiveServer, ServerPool, end_process, stop, stop_many
 from tests.protocol.clients import MODES, Recorder, WorkerLog, roots, sampling, spread_client
 from tests.protocol.test_official_client import spread_session
 
@@ -461,12 +461,7 @@ async def celery_worker(live: LiveServer, broker: str, backend: str, queue: str)
     try:
         yield
     finally:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
+        end_process(process)
 
 
 async def wait_for(notes: Notifications, elicitation_id: str) -> None:
