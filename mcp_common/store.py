@@ -13,6 +13,7 @@ import datetime as dt
 import functools
 import hashlib
 import itertools
+import math
 import os
 import threading
 import time
@@ -339,6 +340,15 @@ def overdue(status: str, expires: float, now: float) -> bool:
     two runs first must not decide whether a late question is completed.
     """
     return status == "pending" and expires < now
+
+
+def purge_cutoff(now: float, days: float) -> float:
+    """The time before which the purge commands delete answered questions kept ``days`` days
+    (no earlier than the epoch: a longer time keeps them all). ``ValueError`` for a number of
+    days that is negative or not finite: a typo must not delete every answered question."""
+    if not math.isfinite(days) or days < 0:
+        raise ValueError(f"must be a number of days, 0 or more, not {days!r}")
+    return max(0.0, now - days * 86400)
 
 
 SQLITE_LIKE_LIMIT = 50_000

@@ -823,6 +823,25 @@ def test_purge_command_keeps_pending_questions() -> None:
     assert [r.status for r in store.elicitations_for_state("1" * 32)] == ["expired"]
 
 
+@pytest.mark.parametrize("days", ["-1", "nan", "inf"])
+def test_purge_command_refuses_a_number_of_days_that_is_not_one_and_deletes_nothing(days: str) -> None:
+    """``--elicitation-days -1`` (a typo) must not delete every answered question, the one a
+    webhook completed a moment ago among them; nor may a value end in a traceback."""
+    from django.core.management import CommandError, call_command
+
+    store = DjangoStore()
+    sid = session(store)
+    row = url_row(store, sid, "dep-purge")
+    assert mcp_django.complete_elicitation("dep-purge") == 1
+    with pytest.raises(CommandError, match=r"--elicitation-days must be a number of days, 0 or more"):
+        call_command("mcp_purge", f"--elicitation-days={days}")
+    assert store.get_elicitation(row.id).status == "completed"
+    call_command("mcp_purge", "--elicitation-days=1e300")  # longer than time has run: all kept
+    assert store.get_elicitation(row.id).status == "completed"
+    call_command("mcp_purge", "--elicitation-days=0")  # 0: every answered question, as asked
+    assert store.get_elicitation(row.id) is None
+
+
 def test_a_redemption_reaches_its_question_by_state_not_through_every_pending_row() -> None:
     """With thousands of questions pending, redeeming one handle must not walk them all:
     SQLite (no statistics) chose the status index for the answer's UPDATE until the

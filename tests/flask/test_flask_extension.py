@@ -885,6 +885,39 @@ def test_cli_migrate_and_purge(make_app: Callable[..., Flask]) -> None:
     assert [r.status for r in store.elicitations_for_state("0" * 32)] == ["expired"]
 
 
+@pytest.mark.parametrize("days", ["-1", "nan", "inf"])
+def test_cli_purge_refuses_a_number_of_days_that_is_not_one_and_deletes_nothing(
+    make_app: Callable[..., Flask], days: str
+) -> None:
+    """``--elicitation-days -1`` (a typo) must not delete every answered question, the one a
+    webhook completed a moment ago among them; nor may a value end in a traceback."""
+    import time as _time
+
+    from mcp_common.elicitation import new_record
+    from mcp_common.store import RequestStateRecord
+    from mcp_flask import get_state
+
+    app = make_app()
+    MCP(app, server=server)
+    runner = app.test_cli_runner()
+    assert runner.invoke(args=["mcp", "migrate"]).exit_code == 0
+    store = get_state(app).store
+    now = _time.time()
+    row = new_record(
+        server_name="s", tool="t", params={"message": "?"}, request_key="k", principal=None, expires=now + 60
+    )
+    row = row.__class__(**{**row.__dict__, "status": "completed", "state_id": "0" * 32})
+    store.save_request_state(RequestStateRecord("0" * 32, "s", "tools/call", "t", "d", None, "x", now, now), [row])
+    result = runner.invoke(args=["mcp", "purge", "--elicitation-days", days])
+    assert result.exit_code == 2 and result.exception is not None, result.output
+    assert "--elicitation-days" in result.output and "a number of days, 0 or more" in result.output
+    assert store.get_elicitation(row.id) is not None
+    assert runner.invoke(args=["mcp", "purge", "--elicitation-days", "1e300"]).exit_code == 0  # all kept
+    assert store.get_elicitation(row.id) is not None
+    assert runner.invoke(args=["mcp", "purge", "--elicitation-days", "0"]).exit_code == 0
+    assert store.get_elicitation(row.id) is None
+
+
 def test_cli_migrate_to_an_unknown_revision_is_a_usage_error(make_app: Callable[..., Flask]) -> None:
     """A mistyped ``--revision`` is the user's mistake: click's one-line error and exit status
     2, not Alembic's traceback."""

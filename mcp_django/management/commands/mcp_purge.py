@@ -5,8 +5,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from mcp_common.store import purge_cutoff
 from mcp_django.conf import mcp_settings
 from mcp_django.store import DjangoStore
 
@@ -29,9 +30,13 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         store = DjangoStore()
         now = time.time()
+        try:
+            cutoff = purge_cutoff(now, options["elicitation_days"])
+        except ValueError as exc:
+            raise CommandError(f"--elicitation-days {exc}") from None
         sessions = store.purge_expired(now - float(mcp_settings.SESSION_TTL))
         expired = store.expire_elicitations(now)
-        rows = store.purge_elicitations(now - options["elicitation_days"] * 86400)
+        rows = store.purge_elicitations(cutoff)
         self.stdout.write(
             f"Deleted {sessions} expired MCP session(s) and {rows} old elicitation(s); "
             f"marked {expired} overdue elicitation(s) expired."
