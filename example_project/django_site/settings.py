@@ -125,6 +125,9 @@ MCP = {
 # Celery (optional): a payment provider's callback can be handed to a worker, which completes the
 # URL-mode elicitation from there (mcp_django.tasks.complete_elicitation_task).
 CELERY_BROKER_URL = os.environ.get("MCP_EXAMPLE_CELERY_BROKER", "redis://127.0.0.1:6379/0")
+# Out of the box (no broker named) tasks run in place, eagerly: the site runs in one command,
+# and a task queued where no worker reads would never run.
+CELERY_TASK_ALWAYS_EAGER = not os.environ.get("MCP_EXAMPLE_CELERY_BROKER")
 # Redis keeps results itself; with RabbitMQ (amqp://) set MCP_EXAMPLE_CELERY_BACKEND=rpc://.
 CELERY_RESULT_BACKEND = os.environ.get("MCP_EXAMPLE_CELERY_BACKEND") or CELERY_BROKER_URL
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True

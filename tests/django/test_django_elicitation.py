@@ -308,7 +308,7 @@ def test_the_celery_task_completes_after_its_worker_process_died_mid_completion(
     command += ["--pool=prefork", "--concurrency=1", "-Q", queue, "--without-gossip", "--without-mingle"]
     log = (tmp_path / "worker.log").open("wb")
     worker = subprocess.Popen([*command, "--loglevel=INFO"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    sender = Celery(broker=broker, backend=broker)
+    sender = Celery(broker=broker, backend=broker, set_as_current=False)  # the tasks keep their app
     # The store's writers to the file take turns on this lock: held here, the worker's
     # completion waits for it, mid-task, until its process is killed.
     lock = SQLiteWriteLock(str(database))
@@ -332,6 +332,53 @@ def test_the_celery_task_completes_after_its_worker_process_died_mid_completion(
         with sender.connection_for_write() as connection:
             connection.default_channel.queue_delete(queue)
         sender.close()
+
+
+def test_the_example_projects_celery_task_runs_in_place_until_a_broker_is_configured() -> None:
+    """The example runs in one command (SQLite, no worker): ``complete_elicitation_task.delay``
+    completes the question there and then, as Celery's eager mode does. Queued on a broker
+    that no worker reads, it would never run, and the client would wait for good."""
+    from mcp_django.tasks import complete_elicitation_task
+
+    assert "MCP_EXAMPLE_CELERY_BROKER" not in os.environ
+    store = DjangoStore()
+    sid = session(store)
+    row = url_row(store, sid, "dep-eager")
+    assert complete_elicitation_task.delay("dep-eager").get(timeout=5) == 1
+    assert store.get_elicitation(row.id).status == "completed"
+
+
+@pytest.mark.slow
+def test_the_example_sites_tasks_go_to_the_broker_its_settings_name(tmp_path: Path) -> None:
+    """A task sent from the example site (a view, ``manage.py shell``) goes to the broker in its
+    settings, which its worker (``celery -A example_project.django_site.celery worker``)
+    reads: not to Celery's default broker, where no worker would ever run it."""
+    import redis
+
+    from tests.conftest import ROOT
+
+    queue = f"mcp-test-{uuid.uuid4().hex[:8]}"
+    send = (
+        "import django; django.setup()\n"
+        "from mcp_django.tasks import complete_elicitation_task\n"
+        f"complete_elicitation_task.apply_async(args=['dep-sent'], queue={queue!r})\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "DJANGO_SETTINGS_MODULE": "example_project.django_site.settings",
+        "MCP_EXAMPLE_DATABASE_URL": f"sqlite:///{tmp_path / 'sent.sqlite3'}",
+        "MCP_EXAMPLE_CELERY_BROKER": "redis://127.0.0.1:6379/7",
+    }
+    broker = redis.Redis.from_url("redis://127.0.0.1:6379/7")
+    try:
+        subprocess.run([sys.executable, "-c", send], cwd=ROOT, env=env, check=True, timeout=60)
+        (message,) = broker.lrange(queue, 0, -1)
+        headers = json.loads(message)["headers"]
+        assert (headers["task"], headers["argsrepr"]) == ("mcp_django.complete_elicitation", "['dep-sent']")
+    finally:
+        broker.delete(queue)
+        broker.close()
 
 
 def test_complete_elicitation_refuses_an_empty_id() -> None:
