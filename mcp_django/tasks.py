@@ -7,7 +7,9 @@ A database that is briefly unreachable or locked (``OperationalError``, ``Interf
 does not lose the completion: the task retries with exponential backoff (1 s, 2 s, 4 s, ...
 capped at 10 minutes, with jitter), up to ``MAX_RETRIES`` times. Completion is idempotent, so a
 retry after a commit whose acknowledgement was lost changes nothing. Other errors (a missing
-table, a bad id) fail at once: retrying would not mend them.
+table, a bad id) fail at once: retrying would not mend them. (SQLite reports a missing table or
+column with an ``OperationalError`` too: that one is raised as the ``ProgrammingError`` the other
+databases raise.)
 
 The message is acknowledged once the task has run, not when a worker takes it: a worker process
 killed mid-task (out of memory, SIGKILL, a lost machine) leaves it to be delivered again, which
@@ -17,12 +19,15 @@ idempotence makes safe. (Celery's default, acknowledging first, would lose the c
 from __future__ import annotations
 
 from celery import shared_task
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError, ProgrammingError
 
 from mcp_django.elicitation import complete_elicitation
 
 MAX_RETRIES = 12
 """Retries before the task fails: at most about 40 minutes of waits in all (jitter shortens them)."""
+
+_SQLITE_SCHEMA_ERRORS = ("no such table:", "no such column:")
+"""SQLite's messages for a schema that lacks what the store uses (``migrate`` not run)."""
 
 
 @shared_task(
@@ -37,4 +42,9 @@ MAX_RETRIES = 12
     max_retries=MAX_RETRIES,
 )
 def complete_elicitation_task(elicitation_id: str, server: str | None = None) -> int:
-    return complete_elicitation(elicitation_id, server)
+    try:
+        return complete_elicitation(elicitation_id, server)
+    except OperationalError as exc:
+        if str(exc).startswith(_SQLITE_SCHEMA_ERRORS):
+            raise ProgrammingError(str(exc)) from exc
+        raise

@@ -239,6 +239,27 @@ def test_the_celery_task_does_not_retry_an_error_a_retry_would_not_mend(monkeypa
     assert calls == ["dep-x"]
 
 
+def test_the_celery_task_does_not_retry_sqlites_missing_table(monkeypatch: Any) -> None:
+    """SQLite says a table is missing (``migrate`` not run) with an ``OperationalError``, the
+    class of its transient "database is locked": the task fails at once, as on PostgreSQL and
+    MariaDB, instead of retrying for 40 minutes."""
+    from django.db import OperationalError
+
+    import mcp_django.tasks
+    from mcp_django.tasks import complete_elicitation_task
+
+    calls: list[str] = []
+
+    def unmigrated(elicitation_id: str, server: str | None = None) -> int:
+        calls.append(elicitation_id)
+        raise OperationalError("no such table: mcp_django_mcpelicitation")
+
+    monkeypatch.setattr(mcp_django.tasks, "complete_elicitation", unmigrated)
+    with pytest.raises(Exception, match="no such table: mcp_django_mcpelicitation"):
+        complete_elicitation_task.apply(args=["dep-z"]).get()
+    assert calls == ["dep-z"]
+
+
 def test_the_celery_task_gives_up_after_its_retries(monkeypatch: Any) -> None:
     """A database that stays down fails the task after ``MAX_RETRIES`` retries, with its error."""
     from django.db import InterfaceError
