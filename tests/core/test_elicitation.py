@@ -559,6 +559,22 @@ def test_a_2026_call_observes_its_callers_completed_url_question_and_is_not_sent
     assert ask(point, "hold_table", args, principal="bob")[1]["params"]["url"] == PAY_AT + bobs
 
 
+def test_a_2026_retry_after_the_payment_was_reported_finds_it_completed() -> None:
+    """The webhook can beat the client's retry (the user paid before their client sent its
+    accept): the retry's answer must not reopen the completed question, and the tool hears
+    the payment, not "complete the payment"."""
+    store = MemoryStore()
+    point = bistro(store)
+    args = {"booking_id": "7"}
+    key, question, handle = ask(point, "hold_table", args, principal="alice")
+    ref = paid_ref(question["params"]["url"])
+    assert len(complete_in_store(store, ref)[0]) == 1  # the payment provider's webhook
+    answer = {key: {"action": "accept"}}
+    status, body = call(point, "hold_table", args, "alice", FORM_AND_URL, inputResponses=answer, requestState=handle)
+    assert status == 200 and body["result"]["content"][0]["text"] == PAID
+    assert [row.status for row in store.find_elicitations(ref)] == ["completed"]
+
+
 def test_one_of_a_callers_ids_tells_nothing_of_their_others() -> None:
     """The digest stands for the caller and the question: one payment link (a screenshot, a
     shared log, the provider's own records) neither gives the caller's id for another booking
