@@ -59,23 +59,28 @@ current_request: contextvars.ContextVar[HTTPRequest | None] = contextvars.Contex
 
 
 def _on_each_thread(executor: concurrent.futures.ThreadPoolExecutor, fn: Callable[[], Any], timeout: float) -> None:
-    """Have each of ``executor``'s threads run ``fn`` once (a thread's database connections are
-    its own to close): one task per thread, all held at a barrier until each thread has one, so
-    that none takes two. When a thread stays busy past ``timeout`` none of them runs it."""
-    threads = len(getattr(executor, "_threads", ()))
-    if not threads:
+    """Have each of ``executor``'s threads run ``fn`` (a thread's database connections are its
+    own to close): one task for each thread the pool may hold, each keeping its thread after
+    running ``fn`` until all of them are taken or ``timeout`` passes, so that none takes two.
+    As many tasks as the pool's most threads, not as it has now: the pool starts a thread for
+    a task while one of its threads is busy, or has just finished a task and is not yet counted
+    idle, and that new thread would take the busy one's task (which kept its connections, and
+    at shutdown ended with them open). When a thread stays busy past ``timeout`` the others
+    stop waiting for it, and it may be left out."""
+    if not getattr(executor, "_threads", ()):
         return
-    barrier = threading.Barrier(threads)
+    workers: int = executor._max_workers  # type: ignore[attr-defined]
+    barrier = threading.Barrier(workers)
 
     def run() -> None:
         try:
-            barrier.wait(timeout)
-        except threading.BrokenBarrierError:
-            return
-        fn()
+            fn()
+        finally:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                barrier.wait(timeout)
 
     with contextlib.suppress(RuntimeError):  # shut down already: so are its threads
-        for _ in range(threads):
+        for _ in range(workers):
             executor.submit(run)
 
 

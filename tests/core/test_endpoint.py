@@ -879,6 +879,37 @@ def test_an_idle_endpoint_has_each_database_thread_close_its_connections() -> No
         point.close()
 
 
+def test_shutdown_has_every_database_thread_close_its_connections_one_busy_with_a_call_too() -> None:
+    """``shutdown()`` while a database thread still runs a store call (one no request waits
+    for any more, or one just returning, whose thread the pool does not count as idle yet: a
+    loaded machine's heartbeat at a test's teardown). The pool started a new thread for the
+    closing instead, and the busy thread ended with its connection open, left to the garbage
+    collector (psycopg's "connection deleted while still open", failing a later test)."""
+    busy, finish = threading.Event(), threading.Event()
+
+    class ClosingLets(ThreadClosing):
+        def close_thread_connections(self) -> None:
+            super().close_thread_connections()
+            finish.set()  # the busy call ends once the others are closing
+
+    store = ClosingLets()
+
+    def long_query() -> None:
+        store.ran_on.add(threading.current_thread().name)
+        busy.set()
+        finish.wait(5)
+
+    point = MCPEndpoint(build_server(), MCPConfig(secret_keys=(SECRET,)), store)
+    try:
+        assert point.handle(modern_call("steps", {})).status == 200  # the process's machinery
+        call = asyncio.run_coroutine_threadsafe(point.db(long_query), point.runner.loop)
+        assert busy.wait(5)
+    finally:
+        point.shutdown()
+    call.result(5)
+    assert store.ran_on <= set(store.closed), (store.ran_on, store.closed)
+
+
 @pytest.mark.parametrize(("configured", "expected"), [(None, 6), (2, 2)])
 def test_db_threads_bounds_the_threads_and_so_the_connections_of_the_endpoints_store(
     configured: int | None, expected: int
