@@ -8,6 +8,7 @@ from io import BytesIO
 from typing import Any, ClassVar, TypeVar
 
 from asgiref.sync import sync_to_async
+from django.apps import apps
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.handlers.wsgi import WSGIRequest
@@ -129,6 +130,13 @@ class _Base(View):
 
     @classonlymethod
     def as_view(cls, **initkwargs: Any) -> Any:
+        # Routed without the app, the URLconf would load and every request fail on the models
+        # with Django's HTML 500 page; its system checks, registered by the app, never run.
+        if apps.apps_ready and not apps.is_installed("mcp_django"):
+            raise ImproperlyConfigured(
+                'The MCP endpoint keeps its sessions and questions in mcp_django\'s tables: add "mcp_django" '
+                'to INSTALLED_APPS, then run "manage.py migrate".'
+            )
         view = csrf_exempt(super().as_view(**initkwargs))
         view.mcp_endpoint = True  # found by MCPMiddleware
         return view

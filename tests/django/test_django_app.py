@@ -396,6 +396,20 @@ def test_unconfigured_server_is_a_clear_error() -> None:
         resolve_server(None)
 
 
+def test_an_endpoint_routed_without_the_app_installed_says_to_install_it() -> None:
+    # Before: the URLconf loaded, `check` said nothing, and the first request got Django's HTML
+    # 500 page ("Model class mcp_django.models.MCPSession doesn't declare an explicit app_label").
+    from django.core.exceptions import ImproperlyConfigured
+
+    from mcp_django.views import default_view
+
+    installed = [app for app in settings.INSTALLED_APPS if app != "mcp_django"]
+    with override_settings(INSTALLED_APPS=installed):
+        for build in (default_view, MCPView.as_view):
+            with pytest.raises(ImproperlyConfigured, match=r'add "mcp_django" to INSTALLED_APPS'):
+                build()
+
+
 @pytest.mark.django_db(transaction=True)
 def test_store_round_trip() -> None:
     store = DjangoStore()
