@@ -684,6 +684,16 @@ def add_tool(
     register_tool(server, fn, name, description)
 
 
+def require_server(server: Any, adapter: str) -> None:
+    """Refuse a ``view_tool`` given no server: bare ``@view_tool`` takes the view for the server
+    and would silently put a decorator in the view's place."""
+    if not callable(getattr(server, "tool", None)):
+        what = getattr(server, "__name__", type(server).__name__)
+        raise TypeError(
+            f"@{adapter}.view_tool(mcp) takes the MCPServer first (or {adapter}.view_tool(mcp, view)); got {what!r}"
+        )
+
+
 def register_tool(server: Any, fn: Callable[..., Any], name: str, description: str, title: str | None = None) -> None:
     """``server.tool(...)(fn)``, refusing a name the server already has: the SDK would keep
     the first tool and only log a warning, so a view or model tool would silently be absent."""

@@ -100,6 +100,7 @@ from mcp_common.expose import (
     path_parameters,
     query_pairs,
     register_tool,
+    require_server,
     retype_tool,
     share_permission,
     shown_window,
@@ -140,6 +141,7 @@ def view_tool(
     pair, or a Pydantic model), sent as the query string or a JSON body depending on ``method``.
     The view is returned unchanged.
     """
+    require_server(server, "mcp_django")
 
     def register(view: V) -> V:
         # A class-based view may be given as its class: it is served through ``as_view()``.

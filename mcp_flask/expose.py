@@ -79,6 +79,7 @@ from mcp_common.expose import (
     pluralize,
     query_pairs,
     register_tool,
+    require_server,
     share_permission,
     shown_window,
     snake_case,
@@ -118,6 +119,7 @@ def view_tool(
     ``(type, default)`` pair, or a Pydantic model), sent as the query string or a JSON body
     depending on ``method``. The view is returned unchanged.
     """
+    require_server(server, "mcp_flask")
 
     http_method = method.upper()
 

@@ -149,3 +149,14 @@ def check_a_value_shown_finds_its_row(caller: Caller, key: str, caplog: pytest.L
     assert [row[key] for row in exact["results"]] == [1]
     assert caller.call("list_readings", at="09:30:15.250124")["structuredContent"]["results"] == []
     assert not [record for record in caplog.records if record.exc_info], caplog.text
+
+
+def check_view_tool_needs_its_server_first(view_tool: Any, adapter: str) -> None:
+    """``@view_tool`` without ``(mcp)`` took the view for the server and put a decorator in its
+    place, silently: the URL then served that decorator and the server had no tool."""
+
+    def orders() -> None: ...
+
+    for mistake in (lambda: view_tool(orders), lambda: view_tool(orders, orders)):
+        with pytest.raises(TypeError, match=rf"@{adapter}\.view_tool\(mcp\).*got 'orders'"):
+            mistake()

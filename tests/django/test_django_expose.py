@@ -20,6 +20,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from example_project.django_site.shop.models import Order
+from mcp_django import view_tool
 from tests.django import inprocess
 from tests.django.exposed_site import Document, Reading, Shift
 from tests.expose_checks import (
@@ -29,6 +30,7 @@ from tests.expose_checks import (
     check_an_html_page,
     check_pages_filters_and_search,
     check_text_nothing_downstream_can_carry_is_refused,
+    check_view_tool_needs_its_server_first,
     check_what_a_tool_cannot_return,
     text,
 )
@@ -917,3 +919,7 @@ def test_a_view_tool_wrapped_otherwise_than_one_url_reaches_its_view_at_another(
     request there would be served."""
     served = Caller(path, "modern", shop["bob"]).call_tool("basket", {"slug": "k1"})["result"]
     assert served["structuredContent"] == {"basket": "k1", "path": "/baskets/k1"}, served
+
+
+def test_view_tool_without_its_server_is_refused() -> None:
+    check_view_tool_needs_its_server_first(view_tool, "mcp_django")

@@ -29,6 +29,7 @@ from tests.expose_checks import (
     check_an_html_page,
     check_pages_filters_and_search,
     check_text_nothing_downstream_can_carry_is_refused,
+    check_view_tool_needs_its_server_first,
     check_what_a_tool_cannot_return,
     text,
 )
@@ -598,3 +599,7 @@ def test_a_value_a_model_tool_shows_finds_its_row_as_a_filter(
     has no ``=``). Each value shown finds its row, and those showing the same value (the same
     millisecond, the same document whatever the order of its keys)."""
     check_a_value_shown_finds_its_row(readings, "id", caplog)
+
+
+def test_view_tool_without_its_server_is_refused() -> None:
+    check_view_tool_needs_its_server_first(view_tool, "mcp_flask")
