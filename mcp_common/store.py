@@ -26,6 +26,21 @@ from mcp_common.jsonrpc import utf8_safe
 T = TypeVar("T")
 
 
+def missing_table(error: BaseException | None, dialect: str) -> bool:
+    """Whether the driver's ``error`` says a table or column does not exist: on the MCP tables,
+    a database the framework's migration never ran on (or not since an upgrade), which the
+    adapters then say in the traceback, where "no such table" alone does not."""
+    if dialect == "sqlite":
+        text = str(error)
+        return text.startswith(("no such table", "no such column")) or "has no column named" in text
+    if dialect == "postgresql":
+        return getattr(error, "sqlstate", None) in ("42P01", "42703")  # undefined table, column
+    if dialect in ("mysql", "mariadb"):
+        args = getattr(error, "args", ())
+        return bool(args) and args[0] in (1146, 1054)  # no such table, unknown column
+    return False
+
+
 def serial_writes(
     lock_of: Callable[[Any], SQLiteWriteLock | None], *, in_memory_only: bool = False
 ) -> Callable[[Callable[..., T]], Callable[..., T]]:

@@ -37,6 +37,7 @@ from mcp_common.store import (
     complete_rows,
     exactly,
     leave_stream_turn,
+    missing_table,
     notified_sessions,
     pending_written,
     record_of,
@@ -114,8 +115,7 @@ def _retry(fn: Callable[..., T] | None = None, *, rerun: Rerun | None = None) ->
     connection would throw that transaction away, so the error is the caller's."""
 
     def decorate(fn: Callable[..., T]) -> Callable[..., T]:
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> T:
+        def attempts(*args: Any, **kwargs: Any) -> T:
             try:
                 return fn(*args, **kwargs)
             except (InterfaceError, OperationalError):
@@ -127,9 +127,25 @@ def _retry(fn: Callable[..., T] | None = None, *, rerun: Rerun | None = None) ->
                 return fn(*args, **kwargs)
             return cast(T, rerun(fn, *args, **kwargs))
 
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> T:
+            try:
+                return attempts(*args, **kwargs)
+            except DatabaseError as exc:
+                # "no such table: mcp_django_mcpsession" alone does not say what to do, and
+                # gunicorn, unlike runserver, does not mention unapplied migrations.
+                if missing_table(exc.__cause__, connections[_alias()].vendor) and _MIGRATE_HINT not in getattr(
+                    exc, "__notes__", ()
+                ):
+                    exc.add_note(_MIGRATE_HINT)
+                raise
+
         return wrapper
 
     return decorate if fn is None else decorate(fn)
+
+
+_MIGRATE_HINT = "The MCP tables are missing or out of date: run `manage.py migrate`"
 
 
 class DjangoStore:

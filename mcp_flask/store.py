@@ -44,6 +44,7 @@ from mcp_common.store import (
     column_values,
     exactly,
     leave_stream_turn,
+    missing_table,
     notified_sessions,
     overdue,
     pending_written,
@@ -1147,17 +1148,7 @@ def _hint_migrate_to(error: DBAPIError, dialect: str) -> None:
     not exist, which here means a database ``flask mcp migrate`` never ran on (or not since an
     upgrade): "no such table: mcp_session" alone does not say that ``db.create_all()`` is not
     the way to create it."""
-    orig = error.orig
-    if dialect == "sqlite":
-        text = str(orig)
-        missing = text.startswith(("no such table", "no such column")) or "has no column named" in text
-    elif dialect == "postgresql":
-        missing = getattr(orig, "sqlstate", None) in ("42P01", "42703")  # undefined table, column
-    elif dialect in ("mysql", "mariadb"):
-        missing = bool(orig.args) and orig.args[0] in (1146, 1054)  # no such table, unknown column
-    else:
-        missing = False
-    if missing and _MIGRATE_HINT not in error.detail:
+    if missing_table(error.orig, dialect) and _MIGRATE_HINT not in error.detail:
         error.add_detail(_MIGRATE_HINT)
 
 

@@ -410,6 +410,21 @@ def test_an_endpoint_routed_without_the_app_installed_says_to_install_it() -> No
                 build()
 
 
+@pytest.mark.django_db
+def test_tables_not_migrated_yet_the_log_says_to_run_migrate(caplog: pytest.LogCaptureFixture) -> None:
+    """A newcomer who skipped ``migrate`` (gunicorn, unlike runserver, does not mention unapplied
+    migrations) reads the fix in the traceback, not just "no such table", as under Flask."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("DROP TABLE mcp_django_mcpsession")  # rolled back with the test
+    with caplog.at_level(logging.ERROR, "mcp_common"):
+        response = Client().post("/mcp", json.dumps(LEGACY_INIT), content_type="application/json", **HEADERS)
+    assert response.status_code == 500 and "migrate" not in response.content.decode()
+    assert "no such table: mcp_django_mcpsession" in caplog.text
+    assert "run `manage.py migrate`" in caplog.text
+
+
 @pytest.mark.django_db(transaction=True)
 def test_store_round_trip() -> None:
     store = DjangoStore()
