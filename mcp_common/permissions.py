@@ -13,7 +13,9 @@ mid-session takes effect at once.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -34,9 +36,17 @@ TOOL_METHODS = frozenset({"tools/list", "tools/call"})
 """The requests a tool's permission changes the answer of."""
 
 
-def require(check: Callable[[Any], bool]) -> Callable[[F], F]:
+_GIVEN_CHECKS: weakref.WeakSet[Callable[..., Any]] = weakref.WeakSet()
+"""The checks users gave the framework decorators, as written: a tool's function among them was
+given by a decorator used without its argument (``@permission_required`` above ``@mcp.tool()``)."""
+
+
+def require(check: Callable[[Any], bool], given: Callable[..., Any] | None = None) -> Callable[[F], F]:
     """Mark a tool function with ``check``; the function itself is returned unchanged, so the
-    decorator may sit above or below ``@mcp.tool()``. Checks of stacked decorators all apply."""
+    decorator may sit above or below ``@mcp.tool()``. Checks of stacked decorators all apply.
+    ``given``: the user's own check, which ``check`` calls (see :func:`misused_decorators`)."""
+    with contextlib.suppress(TypeError):  # a callable object that takes no weak reference
+        _GIVEN_CHECKS.add(given or check)
 
     def mark(fn: F) -> F:
         earlier = getattr(fn, PERMISSION_ATTR, None)
@@ -159,8 +169,22 @@ def unenforced_message(what: str) -> str:
     )
 
 
+def misused_decorators(server: Any) -> list[str]:
+    """Messages for the tools of ``server`` that a permission decorator used without its argument
+    took for its check (above ``@mcp.tool()``), leaving the tool everyone's."""
+    messages = []
+    for tool in _sdk.all_tools(server):
+        if tool.fn in _GIVEN_CHECKS:
+            messages.append(
+                f"tool {tool.name!r} was given to a permission decorator as its check: a decorator used "
+                "without its argument above @mcp.tool() guards nothing. Give it its argument "
+                "(@permission_required(...), @user_passes_test(...))."
+            )
+    return messages
+
+
 def assert_enforced(server: Any, label: str = "MCP server") -> None:
     """Raise ``TypeError`` naming what of ``server`` carries a permission nothing checks."""
-    unenforced = unenforced_permissions(server)
-    if unenforced:
-        raise TypeError(f"{label}: " + "; ".join(unenforced_message(what) for what in unenforced))
+    problems = [unenforced_message(what) for what in unenforced_permissions(server)] + misused_decorators(server)
+    if problems:
+        raise TypeError(f"{label}: " + "; ".join(problems))

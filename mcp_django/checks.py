@@ -152,13 +152,15 @@ def check_elicitation_schemas(app_configs: Any = None, **kwargs: Any) -> list[Ch
 @register("mcp")
 def check_permissions(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """A permission on a served server's resource or prompt, which nothing would check."""
-    from mcp_common.permissions import unenforced_message, unenforced_permissions
+    from mcp_common.permissions import misused_decorators, unenforced_message, unenforced_permissions
 
     messages: list[CheckMessage] = []
     for server in _served_servers():
         name = getattr(_sdk.lowlevel_server(server), "name", "?")
         for what in unenforced_permissions(server):
             messages.append(Error(f"MCP server {name!r}: {unenforced_message(what)}", id="mcp_django.E006"))
+        for problem in misused_decorators(server):
+            messages.append(Error(f"MCP server {name!r}: {problem}", id="mcp_django.E008"))
     return messages
 
 

@@ -28,7 +28,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def user_passes_test(test: Callable[[Any], bool]) -> Callable[[F], F]:
     """Offer the tool only to callers whose ``request.user`` passes ``test(user)``."""
-    return require(lambda request: bool(test(request.user)))
+    return require(lambda request: bool(test(request.user)), given=test)
 
 
 def permission_required(*perms: str) -> Callable[[F], F]:

@@ -27,4 +27,4 @@ def permission_required(check: Callable[[], bool]) -> Callable[[F], F]:
     """Offer the tool only to callers for whom ``check()`` is true (in the request context)."""
     if not callable(check):
         raise TypeError("permission_required() takes a check: a callable with no arguments returning a bool")
-    return require(lambda _request: bool(check()))
+    return require(lambda _request: bool(check()), given=check)

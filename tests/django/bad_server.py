@@ -37,3 +37,9 @@ def takings() -> str:
 @mcp.prompt()
 def audit() -> str:
     return "Audit the takings."
+
+
+@user_passes_test  # type: ignore[arg-type]  # its test forgotten: the tool is taken for the test
+@mcp.tool()
+def payroll() -> str:
+    return "everyone's salaries"

@@ -79,6 +79,19 @@ def test_a_permission_withdrawn_mid_session_takes_effect_at_once(users: dict[str
     assert "Unknown tool: restock" in json.dumps(caller.call("restock", {"units": 1}))
 
 
+def test_a_permission_decorator_used_without_its_argument_fails_the_system_check() -> None:
+    """``@user_passes_test`` without its test, above ``@mcp.tool()``, took the tool for the test
+    and left the tool everyone's, silently. (Below it, the SDK refuses the decorator as a tool.)"""
+    from django.core.checks import run_checks
+    from django.test import override_settings
+
+    with override_settings(MCP={"SERVER": "tests.django.bad_server.mcp"}):
+        errors = [m.msg for m in run_checks(tags=["mcp"]) if m.id == "mcp_django.E008"]
+    assert len(errors) == 1, errors
+    assert "tool 'payroll'" in errors[0] and "without its argument" in errors[0]
+    assert not [m for m in run_checks(tags=["mcp"]) if m.id == "mcp_django.E008"]
+
+
 def test_the_decorator_wants_permission_names() -> None:
     from mcp_django import permission_required
 

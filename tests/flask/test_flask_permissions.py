@@ -118,6 +118,20 @@ def test_the_check_must_be_callable() -> None:
         permission_required("admin")  # type: ignore[arg-type]
 
 
+def test_a_permission_decorator_used_without_its_check_is_refused_at_start_up(make_app: Callable[..., Flask]) -> None:
+    """``@permission_required`` without its check, above ``@mcp.tool()``, took the tool for the
+    check and left the tool everyone's, silently. (Below it, the SDK refuses the decorator as a tool.)"""
+    server = build_server()
+
+    @permission_required  # type: ignore[arg-type]
+    @server.tool()
+    def payroll() -> str:
+        return "everyone's salaries"
+
+    with pytest.raises(TypeError, match=r"tool 'payroll'.*without its argument"):
+        MCP(make_app(), server=server)
+
+
 def test_a_permission_on_a_resource_or_prompt_is_refused_at_start_up(make_app: Callable[..., Flask]) -> None:
     """A permission is checked for tools only: on a resource or a prompt every caller would be
     served what it guards, so the app does not start with one."""
