@@ -932,6 +932,10 @@ class MemoryStore:
             self.delete_session(session_id)
         with self._lock:  # its events carry no time: every one of a session that is gone
             self._events = [e for e in self._events if e.session_id in self._sessions]
+            # A question's row written while its session's DELETE committed: nothing else takes it.
+            for key, row in list(self._pending.items()):
+                if row.session_id not in self._sessions and row.created < older_than:
+                    del self._pending[key]
         return len(stale)
 
     # -- elicitations ------------------------------------------------------------------------

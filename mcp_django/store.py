@@ -358,6 +358,10 @@ class DjangoStore:
         MCPEvent.objects.filter(created__lt=_ts(older_than)).exclude(
             session_id__in=MCPSession.objects.values("session_id")
         ).delete()
+        # So are a question's pending rows written while its session's DELETE committed.
+        MCPPendingRequest.objects.filter(created__lt=_ts(older_than)).exclude(
+            session_id__in=MCPSession.objects.values("session_id")
+        ).delete()
         return len(stale)
 
     # -- elicitations ------------------------------------------------------------------------

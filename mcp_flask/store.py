@@ -709,7 +709,7 @@ class SQLAlchemyStore:
     def purge_expired(self, older_than: float) -> int:
         """Delete sessions idle since before ``older_than`` (how many), and request states that
         expired before it, consumed or not, and events written before it for a session that is
-        gone. Elicitation rows stay."""
+        gone, and pending rows written before it for such a session. Elicitation rows stay."""
         with self._session() as s, s.begin():
             s.execute(
                 delete(MCPRequestState).where(MCPRequestState.expires < _ts(older_than)), execution_options=_NO_SYNC
@@ -727,6 +727,15 @@ class SQLAlchemyStore:
             s.execute(
                 delete(MCPEvent).where(
                     MCPEvent.created < _ts(older_than), MCPEvent.session_id.not_in(select(MCPSession.session_id))
+                ),
+                execution_options=_NO_SYNC,
+            )
+        # So are a question's pending rows written while its session's DELETE committed.
+        with self._session() as s, s.begin():
+            s.execute(
+                delete(MCPPendingRequest).where(
+                    MCPPendingRequest.created < _ts(older_than),
+                    MCPPendingRequest.session_id.not_in(select(MCPSession.session_id)),
                 ),
                 execution_options=_NO_SYNC,
             )

@@ -478,7 +478,8 @@ def check_a_purge_removes_events_left_for_a_session_that_is_gone(store: SessionS
     """A completion notifies the sessions that asked, and one may have ended meanwhile (a URL
     question accepted, then the client left): its event then belongs to no session, and the
     purge, which removed events only with their session, kept it for ever. It goes once it is
-    older than the purge's cutoff; a live session's events stay."""
+    older than the purge's cutoff; a live session's events stay. So do the pending rows a
+    question wrote while its session's DELETE committed (which no sweep counts any more)."""
     now = time.time()
     live = replace(_new_session(), last_seen=now + 3600)  # not idle at the cutoff below
     gone = _new_session()
@@ -487,6 +488,11 @@ def check_a_purge_removes_events_left_for_a_session_that_is_gone(store: SessionS
     store.delete_session(gone.session_id)
     store.append_event(gone.session_id, GET_STREAM, '{"left": "behind"}', False)
     store.append_event(live.session_id, GET_STREAM, '{"still": "read"}', False)
+    # So may a question's pending row, written while the session's DELETE was committing.
+    store.create_pending(gone.session_id, "srv-late", "elicitation/create", "{}")
+    store.create_pending(live.session_id, "srv-live", "elicitation/create", "{}")
     store.purge_expired(now + 60)
     assert store.events_after(gone.session_id, GET_STREAM, 0) == []
     assert [e.message for e in store.events_after(live.session_id, GET_STREAM, 0)] == ['{"still": "read"}']
+    assert store.get_pending(gone.session_id, "srv-late") is None
+    assert store.get_pending(live.session_id, "srv-live") is not None
