@@ -123,6 +123,7 @@ class ReverseProxy:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.Server | None = None
+        self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
 
     def url(self, path: str = "") -> str:
         return f"http://127.0.0.1:{self.port}{path}"
@@ -130,23 +131,41 @@ class ReverseProxy:
     def __enter__(self) -> ReverseProxy:
         self._thread.start()
         self._server = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(self._serve, "127.0.0.1", 0), self._loop
+            asyncio.start_server(self._accept, "127.0.0.1", 0), self._loop
         ).result(5)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
     def __exit__(self, *exc: object) -> None:
         async def stop() -> None:
+            # Every connection's task is cancelled and awaited (it closes both its sockets),
+            # and so is one accepted meanwhile: the listening socket closes only once no task
+            # is left, since asyncio's accept, run after its server closed, would fail and
+            # leave its socket open. A writer whose task was cancelled before it ran is closed
+            # here (one whose task closed it may have had its close waiter cancelled with the
+            # task). A connection the proxy never accepted is refused when its socket closes.
+            me = asyncio.current_task()
+            while others := [task for task in asyncio.all_tasks() if task is not me]:
+                for task in others:
+                    if task in self._connections:
+                        task.cancel()
+                await asyncio.wait(others, timeout=5)
             assert self._server is not None
             self._server.close()
-            for task in asyncio.all_tasks():
-                if task is not asyncio.current_task():
-                    task.cancel()
+            for writer in self._connections.values():
+                if not writer.is_closing():
+                    writer.close()
+                    with contextlib.suppress(Exception):
+                        await writer.wait_closed()
+            await self._loop.shutdown_asyncgens()
 
         asyncio.run_coroutine_threadsafe(stop(), self._loop).result(5)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
         self._loop.close()
+
+    def _accept(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        self._connections[self._loop.create_task(self._serve(client_r, client_w))] = client_w
 
     async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         try:
@@ -201,6 +220,8 @@ class ReverseProxy:
             await self._relay(up_r, client_w, method)
         finally:
             up_w.close()
+            with contextlib.suppress(Exception, asyncio.CancelledError):  # the proxy stopping
+                await up_w.wait_closed()
 
     async def _relay(self, up_r: asyncio.StreamReader, client_w: asyncio.StreamWriter, method: str) -> None:
         options = self.options

@@ -7,6 +7,10 @@ buffers responses, and one that cuts a response its upstream is silent on for to
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
+import socket
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -219,3 +223,49 @@ def test_the_flask_demos_panel_refuses_a_client_the_proxy_names_as_remote(upstre
     forwarded = {**FORWARDED, "X-Forwarded-For": "203.0.113.5"}
     with reverse_proxy(upstream.base_url, prefix="/shop", headers=forwarded) as gateway:
         assert httpx.get(gateway.url("/shop/mcp-admin/"), timeout=TIMEOUT).status_code == 403
+
+
+def test_the_proxy_stopped_mid_response_closes_both_sides_and_leaves_nothing_running() -> None:
+    """The test proxy itself: stopped while a response still streams (a legacy client's GET
+    stream as its test ends) and while a request it has not yet accepted waits in its listening
+    socket (a client's last request on a busy machine), it must close every connection on both
+    sides and finish every task before its loop closes. It once stopped its loop as soon as it
+    had cancelled the tasks it saw: the connection accepted a moment later went on without it,
+    and its task, transports and sockets were left for the garbage collector, which reported
+    them in the test."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    upstream_saw: list[bytes] = []
+
+    def serve_one() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(65536)
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n: open\n\n")
+            connection.settimeout(10)
+            upstream_saw.append(connection.recv(1))  # b"": the proxy closed its side
+
+    host, port = listener.getsockname()
+    server = threading.Thread(target=serve_one)
+    server.start()
+    release = threading.Event()
+    with reverse_proxy(f"http://{host}:{port}") as gateway:
+        streaming = socket.create_connection(("127.0.0.1", gateway.port), timeout=10)
+        streaming.sendall(b"GET /stream HTTP/1.1\r\nHost: app\r\n\r\n")
+        received = b""
+        while b": open" not in received:
+            piece = streaming.recv(65536)
+            assert piece, received
+            received += piece
+        gateway._loop.call_soon_threadsafe(release.wait, 10)  # the proxy busy for a moment
+        late = socket.create_connection(("127.0.0.1", gateway.port), timeout=10)
+        late.sendall(b"GET /late HTTP/1.1\r\nHost: app\r\n\r\n")
+        threading.Timer(0.3, release.set).start()
+    for client in (streaming, late):
+        with client, contextlib.suppress(ConnectionResetError):  # refused, if still unaccepted
+            while client.recv(65536):
+                pass  # until the proxy closes the client's connection
+    server.join(10)
+    listener.close()
+    assert received.startswith(b"HTTP/1.1 200 OK"), received
+    assert upstream_saw == [b""]
+    gc.collect()  # a transport or socket left unclosed warns here, and the warning is an error
