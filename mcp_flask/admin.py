@@ -209,12 +209,18 @@ def _session() -> Iterator[Session]:
         yield s
 
 
-def _page(**body: Any) -> str:
-    title = body.pop("title")
+def _page(*, title: str, source: str, **context: Any) -> str:
     # A question asked with a blank message (the SDK allows one) still has a link to open it
     # by, and a heading: its text is those.
-    body = Markup(render_template_string(**body, no_text=_NO_TEXT))
-    return render_template_string(_LAYOUT, title=title, body=body)
+    body = Markup(render_template_string(_escaped(source), **context, no_text=_NO_TEXT))
+    return render_template_string(_escaped(_LAYOUT), title=title, body=body)
+
+
+def _escaped(source: str) -> str:
+    # The pages show what tools and clients wrote, rendered in the app's Jinja environment:
+    # an app whose own templates are not HTML may turn its autoescaping off, which must not
+    # let their markup into the panel.
+    return "{% autoescape true %}" + source + "{% endautoescape %}"
 
 
 def _index() -> str:

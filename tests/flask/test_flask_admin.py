@@ -221,6 +221,30 @@ def test_a_question_page_shows_the_schema_and_escapes_what_tools_wrote(app: Flas
     assert client.get("/mcp-admin/no-such-question/").status_code == 404
 
 
+@pytest.mark.parametrize("setting", ["jinja_options", "jinja_env.autoescape"])
+def test_the_panel_escapes_what_tools_and_clients_wrote_whatever_the_apps_jinja_settings(
+    make_app: Callable[..., Flask], setting: str
+) -> None:
+    """An app whose own Jinja templates are not HTML turns autoescaping off: the panel's pages,
+    rendered in the app's environment, then sent a question's text as markup, and a script a
+    tool or a client put in it ran in the browser of the staff member who opened the list,
+    with the power to complete what they may complete. The panel escapes on its own."""
+    app = make_app()
+    if setting == "jinja_options":
+        app.jinja_options = {"autoescape": False}
+    else:
+        app.jinja_env.autoescape = False
+    MCP(app, server=MCPServer("Shop"))
+    migrate(app)
+    app.register_blueprint(admin_blueprint(lambda: True), url_prefix="/mcp-admin")
+    payload = "<img src=x onerror=alert(1)>"
+    record, _ = _url_on_session(_store(app), "deposit-8", message=f"Pay {payload}", principal=f"user:{payload}")
+    client = app.test_client()
+    for path in ("/mcp-admin/", f"/mcp-admin/{record.id}/", "/mcp-admin/?q=" + payload):
+        html = client.get(path).get_data(as_text=True)
+        assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html, path
+
+
 def test_staff_complete_a_url_elicitation_and_the_client_is_notified(app: Flask) -> None:
     store = _store(app)
     record, sid = _url_on_session(store, "deposit-9")
