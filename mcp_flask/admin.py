@@ -70,7 +70,7 @@ main{padding:16px 24px;max-width:1200px}h1{font-size:20px;margin:8px 0 16px}
 table{border-collapse:collapse;width:100%;background:#fff}
 th,td{text-align:left;padding:6px 10px;border-bottom:1px solid #e3e6ea;vertical-align:top}
 th{background:#eef1f4;font-weight:600}td.q{max-width:520px}table.fields th{width:220px}.none{color:#888}
-td.q,td.long,table.fields td{overflow-wrap:anywhere}
+td.q,td.long,table.fields td{overflow-wrap:anywhere}td.tool{min-width:8em}
 nav.filters a{margin-right:10px}nav.filters a.on{font-weight:700;text-decoration:none;color:#222}
 nav.filters{margin-bottom:8px}form.search{margin:12px 0}
 .status{padding:1px 7px;border-radius:9px;background:#e3e6ea;font-size:12px}
@@ -104,7 +104,7 @@ _INDEX = """<h1>{{ total }} elicitation{{ '' if total == 1 else 's' }}</h1>
 {% if rows %}
 <table><thead><tr><th>Created (UTC)</th><th>Tool</th><th>Question</th><th>Status</th>
 <th>Elicitation id</th><th>Principal</th></tr></thead><tbody>
-{% for row in rows %}<tr><td>{{ when(row.created) }}</td><td>{{ row.tool or '' }}</td>
+{% for row in rows %}<tr><td>{{ when(row.created) }}</td><td class="long tool">{{ row.tool or '' }}</td>
 <td class="q"><a href="{{ url_for('.detail', record_id=row.id) }}">{% if row.message.strip() %}
 {{- row.message|truncate(80, True, '…', 0) }}{% else %}<span class="none">{{ no_text }}</span>{% endif %}</a></td>
 <td><span class="status {{ row.status }}">{{ row.status }}</span></td>

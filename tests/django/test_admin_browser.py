@@ -234,15 +234,25 @@ def measure_list(base: str, executable: str, shots: Path, session_cookie: str) -
         }
 
 
-def test_a_long_elicitation_id_or_principal_wraps_inside_the_list(live_server: Any, tmp_path: Path) -> None:
+LONG_TOOL = "sync_" + "inventory_" * 18 + "levels"
+"""A generated tool name (an OpenAPI operation id, say): 200 characters, its column's most."""
+UNBROKEN = "Confirm:" + "x" * 200
+"""A question with no space in its first 80 characters (a pasted token, a path)."""
+
+
+def test_a_long_elicitation_id_principal_tool_or_question_wraps_inside_the_list(
+    live_server: Any, tmp_path: Path
+) -> None:
     """A provider's long session id as the elicitation id: its column stretched the list to
     several times the width of its box, and the id and the asker (the next column) were out of
-    sight, a long sideways scroll away. They wrap in their columns instead."""
+    sight, a long sideways scroll away. So did a long generated tool name, and a question with
+    no space to break at. They wrap in their columns instead."""
     executable = chromium()
     shots = screenshots(tmp_path)
     store = DjangoStore()
     ids = questions(store)
     MCPElicitation.objects.filter(id=ids["url"]).update(elicitation_id=LONG_ID, principal="user:" + "ab12" * 40)
+    MCPElicitation.objects.filter(id=ids["form"]).update(tool=LONG_TOOL, message=UNBROKEN)
     client = Client()
     client.force_login(User.objects.create_superuser("staff", "staff@example.com", PASSWORD))
 
@@ -251,4 +261,5 @@ def test_a_long_elicitation_id_or_principal_wraps_inside_the_list(live_server: A
         seen = pool.submit(measure_list, live_server.url, executable, shots, cookie).result(timeout=120)
 
     assert seen["results"]["scroll"] <= seen["results"]["client"], seen["results"]
-    assert LONG_ID in seen["list_text"].replace("\n", "")
+    shown = seen["list_text"].replace("\n", "")
+    assert LONG_ID in shown and LONG_TOOL in shown and UNBROKEN[:79] in shown

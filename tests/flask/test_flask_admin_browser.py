@@ -126,22 +126,29 @@ def measure(base: str, shots: Path, url_id: str, page: Any) -> dict[str, Any]:
     return seen
 
 
-def test_a_long_url_or_id_wraps_inside_the_page(
+LONG_TOOL = "sync_" + "inventory_" * 18 + "levels"
+"""A generated tool name (an OpenAPI operation id, say): 200 characters, its column's most."""
+
+
+def test_a_long_url_id_or_tool_name_wraps_inside_the_page(
     make_app: Callable[..., Flask], flask_live_server: Callable[[Flask], LiveServer], tmp_path: Path
 ) -> None:
-    """A payment link with a long query string, a provider's long session id: the panel used to
-    stretch past the window (the labels squeezed into a narrow column, the header stopping at
-    the window's edge, each value scrolled into view sideways). They wrap instead, whole."""
+    """A payment link with a long query string, a provider's long session id, a long generated
+    tool name: the panel used to stretch past the window (the labels squeezed into a narrow
+    column, the header stopping at the window's edge, each value scrolled into view sideways).
+    They wrap instead, whole."""
     shots = screenshots(tmp_path)
     base, state = panel(make_app, flask_live_server)
     url, _ = _url_on_session(state.store, LONG_ID, message="Pay the deposit for table 17")
     with state.engine.begin() as connection:
-        connection.execute(update(MCPElicitation).where(MCPElicitation.id == url.id).values(url=LONG_URL))
+        connection.execute(
+            update(MCPElicitation).where(MCPElicitation.id == url.id).values(url=LONG_URL, tool=LONG_TOOL)
+        )
 
     seen = in_chromium(1280, functools.partial(measure, base, shots, url.id))
     assert seen["list_width"] <= 1280 and seen["detail_width"] <= 1280, seen
     assert seen["label_width"] >= 200, seen
-    assert LONG_ID in seen["list_text"].replace("\n", "")
+    assert LONG_ID in seen["list_text"].replace("\n", "") and LONG_TOOL in seen["list_text"].replace("\n", "")
     assert LONG_URL in seen["detail_text"].replace("\n", "")
 
 
