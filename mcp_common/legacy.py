@@ -650,6 +650,9 @@ class LegacyProtocol:
         self.poller = AnswerPoller(self)
         self.owner_outage = Outage(logger, "Recording which worker runs a call")
         """The failures of the running calls' writes of their owner rows (one outage for all)."""
+        self.stream_outage = Outage(logger, "Reading a session's events for its SSE stream")
+        """The failures of the streams' reads of the event log (one outage for all); each
+        stream that fails ends, and its client resumes it."""
 
     # -- entry -------------------------------------------------------------------------------
 
@@ -1215,30 +1218,50 @@ class LegacyProtocol:
 
         A call stream ends with its final response; the GET stream, and any stream still
         silent when the hold time is up, end with a ``retry:`` hint so the client comes back
-        (to this worker or another) with ``Last-Event-ID`` and misses nothing.
+        (to this worker or another) with ``Last-Event-ID`` and misses nothing. So does a
+        stream whose database read failed (every connection taken, a restart): raised, the
+        error would cut the response in the WSGI or ASGI server and be logged there, out of
+        this package's loggers.
         """
+        retry_ms = self.endpoint.config.wait_retry_ms if blocking else self.endpoint.config.sse_retry_ms
+        read = _Read(after)
+        try:
+            # Closed with this one: a client that went away leaves no generator to the collector.
+            async with contextlib.aclosing(self._tail_events(session, stream_key, read, blocking, retry_ms)) as frames:
+                async for frame in frames:
+                    yield frame
+        except Exception:
+            self.stream_outage.failed()
+            if read.after is not None:
+                yield sse_frame("", _event_id(stream_key, read.after), retry_ms)
+
+    async def _tail_events(
+        self, session: SessionRecord, stream_key: str, read: _Read, blocking: bool, retry_ms: int
+    ) -> AsyncIterator[bytes]:
         endpoint = self.endpoint
         store = endpoint.store
         session_id = session.session_id
         config = endpoint.config
+        after = read.after
         if after is None:
             # A fresh GET stream starts at what no GET stream has delivered yet.
-            after = await endpoint.db(store.get_cursor, session_id)
+            after = read.after = await endpoint.db(store.get_cursor, session_id)
         # Under WSGI a stream is a short poll, not a parked thread: the GET stream too, which
         # every connected legacy client keeps open, so N idle clients would hold N threads.
         hold = config.blocking_hold_seconds if blocking else config.stream_hold_seconds
         if is_version_at_least(session.protocol_version, "2025-11-25"):
-            yield sse_frame("", _event_id(stream_key, after), config.wait_retry_ms if blocking else config.sse_retry_ms)
+            yield sse_frame("", _event_id(stream_key, after), retry_ms)
         deadline = time.monotonic() + hold
         interval = config.poll_interval
         next_owner_check = 0.0
         while time.monotonic() < deadline:
             waker = self.waiters.stream_event(session_id)
             events = await endpoint.db(store.events_after, session_id, stream_key, after)
+            self.stream_outage.succeeded()
             if events:
                 for event in events:
                     yield sse_frame(event.message, _event_id(stream_key, event.event_id))
-                    after = event.event_id
+                    after = read.after = event.event_id
                     if event.final:
                         return
                 if stream_key == GET_STREAM:
@@ -1338,6 +1361,13 @@ class LegacyProtocol:
         await self.endpoint.db(self.endpoint.store.delete_session, session.session_id)
         self.waiters.end_session(session.session_id)
         return HTTPResponse(200)
+
+
+@dataclass
+class _Read:
+    """How far a stream has delivered its events: where its client resumes if it fails."""
+
+    after: int | None
 
 
 def _can_be_asked(connection: Connection) -> bool:

@@ -1,9 +1,9 @@
 """The log of background database work that retries: an outage said once, not per attempt.
 
-The answer poll, the heartbeat and the noting of a running call's worker retry on their own, up to once
-a second: a WARNING (and its traceback) per attempt filled an operator's log for as long as
-the database was away. :class:`Outage` says it when it starts, reminds at a slow pace while it
-lasts, and says when it ends.
+The answer poll, the heartbeat and the noting of a running call's worker retry on their own, up to
+once a second, and the clients of SSE streams resume them as often: a WARNING (and its traceback)
+per attempt filled an operator's log for as long as the database was away. :class:`Outage` says
+it when it starts, reminds at a slow pace while it lasts, and says when it ends.
 """
 
 from __future__ import annotations

@@ -446,6 +446,44 @@ def test_an_answer_that_cannot_be_logged_ends_the_stream_with_an_error() -> None
     assert got[-1] == {"jsonrpc": "2.0", "id": 11, "error": {"code": -32603, "message": "Internal server error"}}
 
 
+class EventLogFails(MemoryStore):
+    """A store whose database fails the reads of a session's event log while ``failing``."""
+
+    failing = False
+
+    def events_after(self, session_id: str, stream_key: str, after: int) -> list[Any]:
+        if self.failing:
+            raise RuntimeError("too many clients already")
+        return super().events_after(session_id, stream_key, after)
+
+
+def test_a_stream_whose_event_log_cannot_be_read_ends_for_the_client_to_resume(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Many connected clients can take every connection the database has. A GET stream whose
+    read of the event log then failed let the error out to the WSGI or ASGI server, which cut
+    the response and logged it as its own crash, out of reach of the ``mcp_common`` loggers
+    an operator routes; the official client, cut twice, stopped its GET stream for good and
+    never heard of an elicitation completed later. The stream ends as a held one does, with
+    the id to resume from, and a notice logged meanwhile arrives on the resumed stream."""
+    caplog.set_level(logging.INFO, logger="mcp_common")
+    store = EventLogFails()
+    point = endpoint(store, blocking_hold_seconds=0.1, wait_retry_ms=40)
+    session = initialize(point)
+    get = {"mcp_session_id": session, "mcp_protocol_version": LEGACY}
+    first = events(point, point.handle(request("GET", **get)), 10)
+    store.failing = True
+    cut = events(point, point.handle(request("GET", **get, last_event_id=first[-1]["id"])), 10)
+    assert [e["id"] for e in cut] == [first[-1]["id"]] * len(cut) and not any(e["data"] for e in cut)
+    assert "failed; retrying" in caplog.text and "too many clients already" in caplog.text
+    note = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+    store.append_event(session, "get", json.dumps(note))
+    store.failing = False
+    resumed = events(point, point.handle(request("GET", **get, last_event_id=cut[-1]["id"])), 10)
+    assert [e["data"] for e in resumed if e["data"]] == [note]
+    assert "works again" in caplog.text
+
+
 class SharedDatabase(MemoryStore):
     """A store other workers read too (a database file or server)."""
 
