@@ -1232,7 +1232,9 @@ class LegacyProtocol:
                     yield frame
         except Exception:
             self.stream_outage.failed()
-            if read.after is not None:
+            # Where to resume, as a held stream's priming event says it: only to clients of
+            # 2025-11-25 on, which expect an event with no data.
+            if read.after is not None and is_version_at_least(session.protocol_version, "2025-11-25"):
                 yield sse_frame("", _event_id(stream_key, read.after), retry_ms)
 
     async def _tail_events(
