@@ -358,8 +358,10 @@ def _request_for(
     )
     request = WSGIRequest(environ)
     if outer is not None:
-        # What the project's middleware put on the MCP request (Django's ``auser`` included).
-        for attribute in ("user", "auser", "auth", "session"):
+        # What the project's middleware put on the MCP request (Django's ``auser`` included;
+        # ``MessageMiddleware``'s storage, which keeps what the view's answer does not show for
+        # the caller's next page, as the session keeps its changes).
+        for attribute in ("user", "auser", "auth", "session", "_messages"):
             if attribute in outer.__dict__ or hasattr(type(outer), attribute):
                 setattr(request, attribute, getattr(outer, attribute))
     request._dont_enforce_csrf_checks = True  # type: ignore[attr-defined]

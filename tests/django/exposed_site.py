@@ -7,6 +7,7 @@ import enum
 import json
 from typing import Annotated, Any
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_not_required, login_required, permission_required
 from django.db import models
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
@@ -412,6 +413,14 @@ def price_list(request: HttpRequest) -> JsonResponse:
 
 
 @view_tool(mcp)
+@login_required
+def save_note(request: HttpRequest) -> HttpResponse:
+    """Save a note: the page tells the user so, as the messages framework passes it on."""
+    messages.success(request, "Note saved.")
+    return HttpResponse(" ".join(str(message) for message in messages.get_messages(request)), content_type="text/plain")
+
+
+@view_tool(mcp)
 @login_not_required
 def opening_hours(request: HttpRequest) -> HttpResponse:
     """Open to everyone, under ``LoginRequiredMiddleware`` too."""
@@ -547,6 +556,7 @@ urlpatterns = [
     path("prices", price_list),
     path("orders-purge", purge_orders),
     path("hours", opening_hours),
+    path("notes", save_note),
     path("mcp-sync", MCPView.as_view(server="tests.django.exposed_site.mcp")),
     path("mcp-async", AsyncMCPView.as_view(server="tests.django.exposed_site.mcp")),
     # Open to anonymous callers under ``LoginRequiredMiddleware`` (their tools must still apply it).

@@ -108,6 +108,15 @@ def test_an_html_view_answers_its_text_and_its_decorators_apply(path: str, era: 
 
 @pytest.mark.parametrize("era", ERAS)
 @pytest.mark.parametrize("path", PATHS)
+def test_a_view_adding_a_message_shows_it(path: str, era: str, shop: dict[str, User]) -> None:
+    """``messages.success(request, ...)`` failed the call as a server error: the view's request
+    had none of the storage ``MessageMiddleware`` put on the MCP request."""
+    saved = Caller(path, era, shop["alice"]).call("save_note")
+    assert not saved.get("isError") and text(saved) == "Note saved.", saved
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize("path", PATHS)
 def test_a_post_view_gets_its_arguments_as_a_json_body_under_its_own_permission(
     path: str, era: str, shop: dict[str, User]
 ) -> None:
