@@ -1005,6 +1005,8 @@ def _filtered(query: models.QuerySet[Any], name: str, field: Any, value: Any) ->
             equal = models.Func(models.F(name), document, function="JSON_EQUALS", output_field=models.IntegerField())
             return query.alias(**{alias: equal}).filter(**{alias: 1})
         return query.filter(**{name: value})
+    if _beyond(field, value, query.db):
+        return query.none()
     value = _stored_time(value)
     window = shown_window(value) if field.get_internal_type() in ("DateTimeField", "TimeField") else None
     if window is None:
@@ -1012,6 +1014,19 @@ def _filtered(query: models.QuerySet[Any], name: str, field: Any, value: Any) ->
     start, end = window
     query = query.filter(**{f"{name}__gte": start})
     return query if end is None else query.filter(**{f"{name}__lt": end})
+
+
+def _beyond(field: Any, value: Any, using: str) -> bool:
+    """Whether ``value`` is an integer past what ``field``'s column holds, so no row has it.
+    Django matches nothing for an integer field given one, but a foreign key passes it on to
+    the driver, which refuses it (SQLite past 64 bits, PostgreSQL past the column's type)."""
+    while field.is_relation:
+        field = field.target_field
+    kind = field.get_internal_type()
+    if type(value) is not int or kind not in _INTEGER_TYPES:
+        return False
+    low, high = connections[using].ops.integer_field_range(kind)
+    return (low is not None and value < low) or (high is not None and value > high)
 
 
 def _stored_time(value: Any) -> Any:

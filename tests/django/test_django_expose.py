@@ -436,6 +436,21 @@ def test_one_row_by_key_only_within_the_callers_queryset(path: str, era: str, sh
     assert refused["isError"] is True and text(refused) == f"No order with id {bobs.pk}."
 
 
+def test_a_key_no_column_can_hold_matches_no_row(shop: dict[str, User], caplog: pytest.LogCaptureFixture) -> None:
+    """A foreign key's filter given an integer past what its column holds (past 64 bits on
+    SQLite, past 32 bits for ``auth_user.id`` on PostgreSQL) failed as a server error: Django
+    matches nothing for such an integer column, not for a foreign key to one. It matches
+    nothing, as the key of ``get_order`` does."""
+    clerk = Caller("/mcp-sync", "modern", shop["clerk"])
+    for key in (2**31, -(2**31) - 1, 2**63, 2**70):
+        missing = clerk.call("get_order", id=key)
+        assert missing["isError"] is True and text(missing) == f"No order with id {key}.", missing
+        listed = clerk.call("list_orders", owner=key)
+        assert (listed["structuredContent"]["results"], listed["structuredContent"]["count"]) == ([], 0), listed
+    assert not [record for record in caplog.records if record.exc_info], caplog.text
+    assert clerk.call("list_orders", owner=shop["bob"].pk)["structuredContent"]["count"] == 1
+
+
 @pytest.mark.parametrize("era", ERAS)
 def test_model_tools_need_the_models_view_permission_and_check_their_arguments(era: str, shop: dict[str, User]) -> None:
     anonymous = Caller("/mcp-sync", era)
