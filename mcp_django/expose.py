@@ -29,6 +29,7 @@ only to callers with the model's ``view`` permission unless ``permission`` says 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 import functools
@@ -36,6 +37,7 @@ import inspect
 import io
 import json
 import logging
+import re
 import uuid
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -381,6 +383,8 @@ class _Route(NamedTuple):
     """How many groups without a name it has: passed positionally when none has a name."""
     options: frozenset[str]
     """What its extra options fill (``path(..., {"fmt": "csv"})``, an ``include()``'s too)."""
+    converters: tuple[tuple[str, Any], ...] = ()
+    """Its ``path()`` converters (its includes' too), by the name of the group each fills."""
 
     def captures(self, order: Sequence[str]) -> frozenset[str]:
         """The view's parameters (``order``: in its order) whose values its URL carries."""
@@ -451,13 +455,12 @@ def _view_call(
     guarded: str | None = None
     for target in routes.targets:
         for args, kwargs in attempts:
-            try:
-                # ``reverse`` puts the script prefix (SCRIPT_NAME, a sub-path deployment) in
-                # front; PATH_INFO is the part after it, as the server would have split it.
-                # Decoded, as the server decodes it: ``reverse`` percent-encodes ("crème" as
-                # "cr%C3%A8me"), and a pattern (``[-\w]+``) that admits the one refuses the other.
-                path = unquote(reverse(target, args=args, kwargs=kwargs))
-            except NoReverseMatch:
+            # ``reverse`` puts the script prefix (SCRIPT_NAME, a sub-path deployment) in
+            # front; PATH_INFO is the part after it, as the server would have split it.
+            # Decoded, as the server decodes it: ``reverse`` percent-encodes ("crème" as
+            # "cr%C3%A8me"), and a pattern (``[-\w]+``) that admits the one refuses the other.
+            path = _reversed(target, args, kwargs, routes.routes)
+            if path is None:
                 continue
             if path.startswith(prefix):
                 path = "/" + path[len(prefix) :]
@@ -518,6 +521,49 @@ def _view_call(
     # Routed, but no URL of the view admits these arguments: Django would answer 404, and the
     # view must not get a value its URL's converters refuse ("../" for a slug).
     raise Http404
+
+
+def _reversed(target: Any, args: list[Any], kwargs: dict[str, Any], routes: Sequence[_Route]) -> str | None:
+    """The decoded path ``reverse`` builds for ``target`` with these arguments; ``None`` if
+    none of its URLs takes them.
+
+    A converter's ``to_url`` may take only the values its ``to_python`` makes (Django's
+    documented ``"%04d" % value``), not the text a tool takes for a parameter without an
+    annotation: that text is then read as the converter reads it from a browser's URL."""
+    try:
+        return unquote(reverse(target, args=args, kwargs=kwargs))
+    except NoReverseMatch:
+        return None
+    except Exception:
+        if args:
+            return None  # a converter's group reached by position: tried by its name first
+        read = _read_as_url_text(kwargs, routes)
+        if read is None:
+            return None  # a text no converter of its URLs admits: no URL takes it
+        if all(read[name] is kwargs[name] for name in kwargs):
+            raise  # no text to read: the converter fails on the tool's typed value
+    try:
+        return unquote(reverse(target, args=args, kwargs=read))
+    except NoReverseMatch:
+        return None
+
+
+def _read_as_url_text(values: dict[str, Any], routes: Sequence[_Route]) -> dict[str, Any] | None:
+    """``values`` with each text that fills a converter's group read by the first of
+    ``routes``' converters of that name that admits it; ``None`` when none admits one."""
+    read = dict(values)
+    for name, value in values.items():
+        converters = [converter for route in routes for group, converter in route.converters if group == name]
+        if not isinstance(value, str) or not converters:
+            continue
+        for converter in converters:
+            if re.fullmatch(converter.regex, value):
+                with contextlib.suppress(ValueError):  # to_python's way of refusing it
+                    read[name] = converter.to_python(value)
+                    break
+        else:
+            return None
+    return read
 
 
 def _positional(shape: _Shape, path_args: dict[str, Any]) -> list[str]:
@@ -602,13 +648,15 @@ def _route(pattern: URLPattern, chain: tuple[URLResolver, ...]) -> _Route:
     named: set[str] = set()
     unnamed = 0
     options: set[str] = set(pattern.default_args)
+    converters: list[tuple[str, Any]] = []
     for part in (*chain, pattern):
         regex = part.pattern.regex
         named.update(regex.groupindex)
         unnamed += regex.groups - len(regex.groupindex)
+        converters.extend(getattr(part.pattern, "converters", {}).items())
     for include in chain:
         options.update(include.default_kwargs)
-    return _Route(frozenset(named), unnamed, frozenset(options))
+    return _Route(frozenset(named), unnamed, frozenset(options), tuple(converters))
 
 
 def _patterns(

@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.shortcuts import get_object_or_404, redirect
 from django.template import engines
 from django.template.response import TemplateResponse
-from django.urls import include, path, re_path, reverse
+from django.urls import include, path, re_path, register_converter, reverse
 from django.utils.translation import get_language
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
@@ -234,6 +234,27 @@ def ledger(request: HttpRequest, pk: int, fmt: str = "html") -> HttpResponse:
 def yearbook(request: HttpRequest, year: str) -> HttpResponse:
     """Routed by a ``re_path`` with an unnamed group: Django passes the year positionally."""
     return HttpResponse(f"yearbook {year} at {request.path}", content_type="text/plain")
+
+
+class FourDigitYearConverter:
+    """Django's documented custom converter: ``to_url`` takes the year ``to_python`` makes."""
+
+    regex = "[0-9]{4}"
+
+    def to_python(self, value: str) -> int:
+        return int(value)
+
+    def to_url(self, value: int) -> str:
+        return "%04d" % value  # noqa: UP031  # as documented: a TypeError for text, not a ValueError
+
+
+register_converter(FourDigitYearConverter, "yyyy")
+
+
+@view_tool(mcp)
+def almanac(request: HttpRequest, year):  # no annotation, as Django's documentation writes it
+    """Routed by ``almanacs/<yyyy:year>/``; its parameter has no annotation: the tool takes text."""
+    return JsonResponse({"year": year, "path": request.path})
 
 
 @view_tool(mcp)
@@ -530,6 +551,7 @@ urlpatterns = [
     path("reports/<int:pk>/", report, {"fmt": "csv"}),
     path("ledgers/<int:pk>/", ledger),
     re_path(r"^yearbooks/(\d{4})$", yearbook),
+    path("almanacs/<yyyy:year>/", almanac),
     re_path(r"^months/(\d{4})/(\d{2})$", month_page),
     re_path(r"^keyword-years/(\d{4})$", keyword_year),
     re_path(r"^mixed/(\d{4})/(?P<slug>[-\w]+)$", mixed_groups),

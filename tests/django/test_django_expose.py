@@ -331,6 +331,19 @@ def test_a_view_routed_by_unnamed_groups_gets_its_arguments_positionally(path: s
 
 
 @pytest.mark.parametrize("path", PATHS)
+def test_a_custom_converters_text_reaches_the_view_as_its_url_would(path: str, shop: dict[str, User]) -> None:
+    """``<yyyy:year>`` with Django's documented converter, whose ``to_url`` formats an integer,
+    and a view whose ``year`` has no annotation, so the tool takes text: building the URL
+    failed on it as a server error. The text is read as the URL's converter reads it from a
+    browser's URL, and the view gets what it would get there."""
+    caller = Caller(path, "modern", shop["bob"])
+    assert caller.call("almanac", year="2026")["structuredContent"] == {"year": 2026, "path": "/almanacs/2026/"}
+    for bad in ("26", "20261", "year"):
+        refused = caller.call("almanac", year=bad)
+        assert refused["isError"] is True and text(refused) == "404 Not Found", (bad, refused)
+
+
+@pytest.mark.parametrize("path", PATHS)
 def test_a_class_routed_twice_is_reached_past_a_pattern_of_the_other_route(path: str, shop: dict[str, User]) -> None:
     """``Bin`` routed by ``bins/``, ``bins.<str:fmt>`` (one ``as_view()``) and ``bins/<slug:slug>/``
     (another): the slug fills no group of the first, whose ``fmt`` the tool's slug would fill
