@@ -356,6 +356,32 @@ def _query_value(value: Any) -> str:
     return str(value)
 
 
+def read_as_url_text(values: Mapping[str, Any], converters: Iterable[tuple[str, Any]]) -> dict[str, Any] | None:
+    """``values`` with each text that fills a URL converter's variable read as the converter
+    reads it from a browser's URL: its ``regex``, then ``to_python``, by the first of
+    ``converters`` (variable names and converters, of every URL of the view) that admits it.
+    ``None`` when a text is admitted by none of them: no URL of the view takes it.
+
+    A tool takes text for a view's parameter without an annotation; its URL's converter makes
+    the view's value of it (``7`` for ``"7"`` at ``<int:number>``), and a custom converter's
+    ``to_url`` may take only such values (Django's documented ``"%04d" % value``)."""
+    by_name: dict[str, list[Any]] = {}
+    for name, converter in converters:
+        by_name.setdefault(name, []).append(converter)
+    read = dict(values)
+    for name, value in values.items():
+        if not isinstance(value, str) or name not in by_name:
+            continue
+        for converter in by_name[name]:
+            if re.fullmatch(converter.regex, value):
+                with contextlib.suppress(ValueError):  # to_python's way of refusing it
+                    read[name] = converter.to_python(value)
+                    break
+        else:
+            return None
+    return read
+
+
 def view_result(
     response: ViewResponse,
     html_to_text: Callable[[str], str] | None = None,

@@ -29,7 +29,6 @@ only to callers with the model's ``view`` permission unless ``permission`` says 
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import decimal
 import functools
@@ -37,7 +36,6 @@ import inspect
 import io
 import json
 import logging
-import re
 import uuid
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -101,6 +99,7 @@ from mcp_common.expose import (
     page_result,
     path_parameters,
     query_pairs,
+    read_as_url_text,
     register_tool,
     require_server,
     retype_tool,
@@ -537,7 +536,7 @@ def _reversed(target: Any, args: list[Any], kwargs: dict[str, Any], routes: Sequ
     except Exception:
         if args:
             return None  # a converter's group reached by position: tried by its name first
-        read = _read_as_url_text(kwargs, routes)
+        read = read_as_url_text(kwargs, [item for route in routes for item in route.converters])
         if read is None:
             return None  # a text no converter of its URLs admits: no URL takes it
         if all(read[name] is kwargs[name] for name in kwargs):
@@ -546,24 +545,6 @@ def _reversed(target: Any, args: list[Any], kwargs: dict[str, Any], routes: Sequ
         return unquote(reverse(target, args=args, kwargs=read))
     except NoReverseMatch:
         return None
-
-
-def _read_as_url_text(values: dict[str, Any], routes: Sequence[_Route]) -> dict[str, Any] | None:
-    """``values`` with each text that fills a converter's group read by the first of
-    ``routes``' converters of that name that admits it; ``None`` when none admits one."""
-    read = dict(values)
-    for name, value in values.items():
-        converters = [converter for route in routes for group, converter in route.converters if group == name]
-        if not isinstance(value, str) or not converters:
-            continue
-        for converter in converters:
-            if re.fullmatch(converter.regex, value):
-                with contextlib.suppress(ValueError):  # to_python's way of refusing it
-                    read[name] = converter.to_python(value)
-                    break
-        else:
-            return None
-    return read
 
 
 def _positional(shape: _Shape, path_args: dict[str, Any]) -> list[str]:

@@ -78,6 +78,7 @@ from mcp_common.expose import (
     path_parameters,
     pluralize,
     query_pairs,
+    read_as_url_text,
     register_tool,
     require_server,
     share_permission,
@@ -142,7 +143,7 @@ def view_tool(
         def start(values: dict[str, Any]) -> tuple[_CallerRequest, Callable[..., Any], dict[str, Any]]:
             path_args, rest = spec.split(values)
             routed = _view_route(view, function, path_args, http_method)
-            path, callee = routed if isinstance(routed, tuple) else (routed, function)
+            path, callee, path_args = routed if isinstance(routed, tuple) else (routed, function, path_args)
             return _CallerRequest(tool_name, path, http_method, rest), callee, path_args
 
         if inspect.iscoroutinefunction(function):
@@ -289,8 +290,10 @@ def _mcp_path() -> str:
 
 def _view_route(
     view: Callable[..., Any], own: Callable[..., Any], path_args: dict[str, Any], method: str
-) -> tuple[str, Callable[..., Any]] | str | HTTPException:
-    """The view's URL path for these arguments, and what the app runs there: the URL's own
+) -> tuple[str, Callable[..., Any], dict[str, Any]] | str | HTTPException:
+    """The view's URL path for these arguments, what the app runs there and with what (the
+    arguments as its URL's converters make them, a text read as from a browser's URL: see
+    :func:`read_as_url_text`): the URL's own
     function where it wraps the view (``add_url_rule("/ledger", view_func=login_required(ledger))``
     with the tool of the bare ``ledger``) or is a decorated ``as_view()`` of the class the tool
     was given, so that the checks a browser passes there apply to the tool too; else ``own``,
@@ -308,16 +311,21 @@ def _view_route(
         return _mcp_path()
     adapter = app.url_map.bind("localhost")
     for endpoint in endpoints:
+        read = read_as_url_text(
+            path_args, [item for rule in app.url_map.iter_rules(endpoint) for item in rule._converters.items()]
+        )
+        if read is None:
+            continue  # a text no converter of its URLs admits
         try:
-            path = adapter.build(endpoint, path_args, method=method)
+            path = adapter.build(endpoint, read, method=method)
             # Building does not check a value against its converter ("a/b" or "../x" for a
             # one-segment variable): the URL must route back to the view with these values.
             matched, values = adapter.match(unquote(path.split("?", 1)[0]), method=method)
         except (BuildError, HTTPException):
             continue
-        if matched == endpoint and all(path_args[key] == value for key, value in values.items() if key in path_args):
+        if matched == endpoint and all(read[key] == value for key, value in values.items() if key in read):
             routed = app.view_functions[endpoint]
-            return path, (own if routed is view else routed)
+            return path, (own if routed is view else routed), read
     rules = [rule for endpoint in endpoints for rule in app.url_map.iter_rules(endpoint)]
     if not any(rule.methods is None or method in rule.methods for rule in rules):
         return MethodNotAllowed([m for rule in rules for m in rule.methods or ()])

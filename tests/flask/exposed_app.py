@@ -31,6 +31,7 @@ from flask_wtf import FlaskForm
 from mcp.server import MCPServer
 from sqlalchemy import Enum, ForeignKey, Numeric, String, func, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from werkzeug.routing import BaseConverter
 from wtforms import StringField
 from wtforms.validators import DataRequired
 
@@ -145,6 +146,30 @@ view_tool(mcp, OrderCount.as_view("order_count_view"), name="order_count_view")
 def shop_file(slug: str) -> ResponseReturnValue:
     """One of the shop's files; its URL holds one path segment, which the view relies on."""
     return f"file {slug}", {"Content-Type": "text/plain"}
+
+
+class FourDigitYearConverter(BaseConverter):
+    """A custom converter whose ``to_url`` takes the year ``to_python`` makes, not its text."""
+
+    regex = "[0-9]{4}"
+
+    def to_python(self, value: str) -> int:
+        return int(value)
+
+    def to_url(self, value: int) -> str:
+        return "%04d" % value  # noqa: UP031  # a TypeError for text, as Django's documented one
+
+
+@view_tool(mcp)
+@shop.get("/receipts/<yyyy:year>/<int:number>/<uuid:token>")
+def receipt(year, number, token):  # type: ignore[no-untyped-def]  # no annotations, as Flask's tutorial writes them
+    """A receipt: its URL's converters make the view's values, which the tool takes as text."""
+    return {
+        "year": year,
+        "number": number,
+        "token": str(token),
+        "types": [type(v).__name__ for v in (year, number, token)],
+    }
 
 
 @view_tool(mcp)
@@ -315,6 +340,7 @@ def create_app(app: Flask, csrf: bool = False) -> Flask:
     def login_page() -> str:
         return "<form>Sign in</form>"
 
+    app.url_map.converters["yyyy"] = FourDigitYearConverter
     app.register_blueprint(shop)
     app.register_blueprint(staff)
     MCP(app, server=mcp)

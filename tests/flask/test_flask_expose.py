@@ -206,6 +206,23 @@ def test_a_path_argument_its_url_would_not_match_does_not_reach_the_view(app: Fl
     check_a_path_argument_its_url_refuses(Caller(app, "bob", "modern"), "404 Not Found")
 
 
+def test_a_views_parameters_without_annotations_get_what_its_url_converters_make(
+    app: Flask, shop: dict[str, int]
+) -> None:
+    """``def receipt(year, number, token)`` at ``/receipts/<yyyy:year>/<int:number>/<uuid:token>``,
+    as Flask's tutorial writes a view: the tool takes text, and the URL routed back to the view
+    with an ``int`` and a ``UUID`` that differed from it (every call answered 404 Not Found), or
+    a custom converter's ``to_url`` failed on it (an error from the SDK). The text is read as
+    the converters read a browser's URL, and the view gets their values."""
+    caller = Caller(app, "bob", "modern")
+    token = "0f8fad5b-d9cb-469f-a165-70867728950e"
+    answer = caller.call("receipt", year="2026", number="7", token=token.upper())
+    assert answer["structuredContent"] == {"year": 2026, "number": 7, "token": token, "types": ["int", "int", "UUID"]}
+    for bad in ({"year": "26"}, {"number": "-7"}, {"number": "seven"}, {"token": "not-a-uuid"}):
+        refused = caller.call("receipt", **{"year": "2026", "number": "7", "token": token, **bad})
+        assert refused["isError"] is True and text(refused) == "404 Not Found", (bad, refused)
+
+
 @pytest.mark.parametrize("era", ERAS)
 def test_a_caller_signed_in_by_a_request_loader_is_the_views_user(app: Flask, era: str, shop: dict[str, int]) -> None:
     caller = Caller(app, None, era, headers={"Authorization": "Bearer bob"})
