@@ -20,6 +20,7 @@ import json
 import logging
 import math
 import re
+import unicodedata
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from html.parser import HTMLParser
@@ -728,10 +729,29 @@ def register_tool(server: Any, fn: Callable[..., Any], name: str, description: s
     server.tool(name=name, title=title, description=description)(fn)
 
 
-def default_names(model_name: str, plural: str) -> dict[str, str]:
-    """``list_<plural>`` and ``get_<name>``, as Python names (``order item`` → ``order_items``)."""
+def default_names(
+    model_name: str, plural: str, names: Mapping[str, str] | None, actions: Sequence[str], owner: str
+) -> dict[str, str]:
+    """The names of a model's tools for ``actions``: those in ``names``, else ``list_<plural>``
+    and ``get_<name>`` as ASCII identifiers (``order item`` → ``order_items``, ``pièce jointe``
+    → ``piece_jointe``): MCP tool names hold ASCII letters, digits, ``_``, ``-`` and ``.``
+    only (SEP-986), and clients that check them refuse a tool named otherwise. A model's name
+    with no ASCII letter or digit to name a tool by raises ``ValueError`` asking for ``names=``."""
 
     def ident(text: str) -> str:
-        return re.sub(r"\W+", "_", text.strip().lower()).strip("_")
+        ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+        return re.sub(r"[^a-z0-9]+", "_", ascii_text.strip().lower()).strip("_")
 
-    return {"list": f"list_{ident(plural)}", "get": f"get_{ident(model_name)}"}
+    given = dict(names or {})
+    defaults = {"list": ("list", plural), "get": ("get", model_name)}
+    for action in actions:
+        if action in given:
+            continue
+        verb, name = defaults[action]
+        if not ident(name):
+            raise ValueError(
+                f"{owner}: {name!r} has no ASCII letter or digit to name its {action} tool by; "
+                f'name it with names={{"{action}": ...}}'
+            )
+        given[action] = f"{verb}_{ident(name)}"
+    return given

@@ -947,7 +947,7 @@ def _register_model(
         # run in a request (the URLconf imports the server module lazily), under the first
         # visitor's language: the tools would be named in it, differently per worker.
         singular, plural = str(meta.verbose_name), str(meta.verbose_name_plural)
-    tool_names = {**default_names(singular, plural), **(names or {})}
+    tool_names = default_names(singular, plural, names, actions, owner)
     if permission is _DEFAULT:
         permission = f"{meta.app_label}.view_{meta.model_name}"
     guard = require(lambda request: request.user.has_perm(permission)) if permission is not None else None

@@ -472,7 +472,7 @@ def model_tools(
         named = {item.removeprefix("-") for item in ordering or ()}
         order.extend(columns[key].asc() for key in keys if key not in named)  # pages must not overlap
         singular = snake_case(model.__name__).replace("_", " ")
-        tool_names = {**default_names(singular, pluralize(singular)), **(names or {})}
+        tool_names = default_names(singular, pluralize(singular), names, actions, owner)
         guard = permission_required(permission) if permission is not None else None
 
         # A column mapped deferred=True that the tool shows is read with its row, not by a

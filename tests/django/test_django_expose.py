@@ -518,6 +518,36 @@ def test_model_tool_names_do_not_follow_the_language_active_at_registration() ->
     assert sorted(tool.name for tool in _sdk.all_tools(server)) == ["get_user", "list_users"]
 
 
+def test_model_tool_names_are_ascii_whatever_the_models_verbose_name() -> None:
+    """A project naming its models in its own language (``verbose_name = "pièce jointe"``) got
+    ``list_pièces_jointes``: outside the characters MCP tool names may hold (SEP-986; the SDK
+    warns at start-up, and clients that check names refuse the tool). Accents are dropped; a
+    verbose name with no ASCII letter at all is refused at start-up, asking for ``names=``."""
+    from mcp.server import MCPServer
+    from mcp.shared.tool_name_validation import validate_tool_name
+
+    from mcp_common import _sdk
+    from mcp_django import model_tools
+
+    meta = Document._meta
+    original = meta.verbose_name, meta.verbose_name_plural
+    french, chinese = MCPServer("Noms"), MCPServer("名称")
+    try:
+        meta.verbose_name, meta.verbose_name_plural = "pièce jointe", "pièces jointes"
+        model_tools(french, Document, fields=["title"], permission=None)
+        meta.verbose_name = meta.verbose_name_plural = "文件"
+        with pytest.raises(ValueError, match="names="):
+            model_tools(chinese, Document, fields=["title"], permission=None)
+        named = {"list": "list_files", "get": "get_file"}
+        model_tools(chinese, Document, fields=["title"], permission=None, names=named)
+    finally:
+        meta.verbose_name, meta.verbose_name_plural = original
+    assert sorted(tool.name for tool in _sdk.all_tools(french)) == ["get_piece_jointe", "list_pieces_jointes"]
+    assert sorted(tool.name for tool in _sdk.all_tools(chinese)) == ["get_file", "list_files"]
+    for server in (french, chinese):
+        assert all(validate_tool_name(tool.name).is_valid for tool in _sdk.all_tools(server))
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_a_file_column_reads_as_its_name_and_a_binary_one_as_null(path: str) -> None:
     with connection.schema_editor() as editor:
