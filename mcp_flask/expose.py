@@ -143,23 +143,25 @@ def view_tool(
         def start(values: dict[str, Any]) -> tuple[_CallerRequest, Callable[..., Any], dict[str, Any]]:
             path_args, rest = spec.split(values)
             routed = _view_route(view, function, path_args, http_method)
-            path, callee, path_args = routed if isinstance(routed, tuple) else (routed, function, path_args)
-            return _CallerRequest(tool_name, path, http_method, rest), callee, path_args
+            if isinstance(routed, tuple):
+                path, callee, path_args = routed
+                return _CallerRequest(tool_name, path, http_method, rest, path_args, True), callee
+            return _CallerRequest(tool_name, routed, http_method, rest, path_args, False), function
 
         if inspect.iscoroutinefunction(function):
             # Awaited on the tool's own loop: ``ensure_sync`` would start a loop inside a loop.
             async def call_async(values: dict[str, Any]) -> CallToolResult:
-                caller, callee, path_args = start(values)
+                caller, callee = start(values)
                 with caller:
                     if caller.answer is None:
                         try:
                             if inspect.iscoroutinefunction(callee):
-                                caller.respond(await callee(**path_args))
+                                caller.respond(await callee(**caller.view_args))
                             else:
                                 # A synchronous wrapper of the URL's (Flask-Login's
                                 # ``login_required``) runs the view with ``ensure_sync``: on
                                 # a thread, where no loop runs, with this context.
-                                run = functools.partial(current_app.ensure_sync(callee), **path_args)
+                                run = functools.partial(current_app.ensure_sync(callee), **caller.view_args)
                                 caller.respond(await asyncio.to_thread(run))
                         except Exception as exc:
                             caller.refuse(exc)
@@ -169,11 +171,11 @@ def view_tool(
         else:
 
             def call(values: dict[str, Any]) -> CallToolResult:
-                caller, callee, path_args = start(values)
+                caller, callee = start(values)
                 with caller:
                     if caller.answer is None:
                         try:
-                            caller.respond(current_app.ensure_sync(callee)(**path_args))
+                            caller.respond(current_app.ensure_sync(callee)(**caller.view_args))
                         except Exception as exc:
                             caller.refuse(exc)
                 return caller.result()
@@ -196,11 +198,23 @@ class _CallerRequest:
     still there (a streamed body may need it).
     """
 
-    def __init__(self, tool_name: str, path: str | HTTPException, method: str, rest: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        tool_name: str,
+        path: str | HTTPException,
+        method: str,
+        rest: Mapping[str, Any],
+        view_args: dict[str, Any] | None = None,
+        routed: bool = False,
+    ) -> None:
         self.tool_name = tool_name
         self.path = path
         self.method = method
         self.rest = rest
+        self.view_args = view_args or {}
+        """What the view is called with: at its own URL, what routing gave it, as the URL's
+        ``url_value_preprocessor`` functions leave it (one may pop a value into ``g``)."""
+        self.routed = routed
         self.answer: CallToolResult | None = None
         self._stack = contextlib.ExitStack()
 
@@ -213,6 +227,8 @@ class _CallerRequest:
         try:
             self._stack.enter_context(_caller_context(app, self.path, self.method, self.rest))
             early = _preprocess_request(app, self._stack)
+            if self.routed and request.view_args is not None:
+                self.view_args = dict(request.view_args)
         except Exception as exc:
             self.refuse(exc)
             return self

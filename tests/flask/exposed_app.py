@@ -172,6 +172,22 @@ def receipt(year, number, token):  # type: ignore[no-untyped-def]  # no annotati
     }
 
 
+branches = Blueprint("branches", __name__, url_prefix="/branches/<branch>")
+
+
+@branches.url_value_preprocessor
+def pull_branch(endpoint: str | None, values: dict[str, object] | None) -> None:
+    """Flask's documented URL processor: the branch goes to ``g``, not to the views."""
+    g.branch = (values or {}).pop("branch", None)
+
+
+@view_tool(mcp, path_arguments={"branch": str, "shelf": int})
+@branches.get("/shelves/<int:shelf>")
+def branch_shelf(shelf: int) -> ResponseReturnValue:
+    """A shelf of a branch, which its blueprint's URL processor reads from the URL."""
+    return {"branch": g.branch, "shelf": shelf}
+
+
 @view_tool(mcp)
 @shop.get("/whoami")
 async def whoami() -> ResponseReturnValue:
@@ -343,6 +359,7 @@ def create_app(app: Flask, csrf: bool = False) -> Flask:
     app.url_map.converters["yyyy"] = FourDigitYearConverter
     app.register_blueprint(shop)
     app.register_blueprint(staff)
+    app.register_blueprint(branches)
     MCP(app, server=mcp)
     MCP.migrate(app)
     with app.app_context():

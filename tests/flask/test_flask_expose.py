@@ -224,6 +224,16 @@ def test_a_views_parameters_without_annotations_get_what_its_url_converters_make
 
 
 @pytest.mark.parametrize("era", ERAS)
+def test_a_view_gets_the_url_values_its_blueprints_url_processor_leaves(app: Flask, era: str) -> None:
+    """``/branches/<branch>/shelves/<int:shelf>`` behind a ``url_value_preprocessor`` that pops
+    ``branch`` into ``g``, as Flask's documentation shows for a language code: Flask calls the
+    view with ``shelf`` only; the tool passed ``branch`` too, and every call failed as a server
+    error (an unexpected keyword argument)."""
+    answer = Caller(app, "bob", era).call("branch_shelf", branch="leeds", shelf=3)
+    assert answer["structuredContent"] == {"branch": "leeds", "shelf": 3}, answer
+
+
+@pytest.mark.parametrize("era", ERAS)
 def test_a_caller_signed_in_by_a_request_loader_is_the_views_user(app: Flask, era: str, shop: dict[str, int]) -> None:
     caller = Caller(app, None, era, headers={"Authorization": "Bearer bob"})
     assert caller.call("whoami")["structuredContent"]["user"] == "bob"
