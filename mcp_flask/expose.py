@@ -151,7 +151,10 @@ def view_tool(
         if inspect.iscoroutinefunction(function):
             # Awaited on the tool's own loop: ``ensure_sync`` would start a loop inside a loop.
             async def call_async(values: dict[str, Any]) -> CallToolResult:
-                caller, callee = start(values)
+                try:
+                    caller, callee = start(values)
+                except Exception:  # a converter failing on the URL's values: a crash, as in the view
+                    return failed(tool_name)
                 with caller:
                     if caller.answer is None:
                         try:
@@ -171,7 +174,10 @@ def view_tool(
         else:
 
             def call(values: dict[str, Any]) -> CallToolResult:
-                caller, callee = start(values)
+                try:
+                    caller, callee = start(values)
+                except Exception:  # a converter failing on the URL's values: a crash, as in the view
+                    return failed(tool_name)
                 with caller:
                     if caller.answer is None:
                         try:
@@ -327,9 +333,12 @@ def _view_route(
         return _mcp_path()
     adapter = app.url_map.bind("localhost")
     for endpoint in endpoints:
-        read = read_as_url_text(
-            path_args, [item for rule in app.url_map.iter_rules(endpoint) for item in rule._converters.items()]
-        )
+        try:
+            read = read_as_url_text(
+                path_args, [item for rule in app.url_map.iter_rules(endpoint) for item in rule._converters.items()]
+            )
+        except HTTPException as exc:
+            return exc  # the converter answers for its URL (``first_or_404``), as it would a browser
         if read is None:
             continue  # a text no converter of its URLs admits
         try:

@@ -160,6 +160,25 @@ class FourDigitYearConverter(BaseConverter):
         return "%04d" % value  # noqa: UP031  # a TypeError for text, as Django's documented one
 
 
+class OrderConverter(BaseConverter):
+    """An order number read as its order: 404 Not Found for one the shop does not have."""
+
+    def to_python(self, value: str) -> Order:
+        if value == "X-0":
+            raise RuntimeError("database password is hunter2")  # the database failing
+        return db.first_or_404(select(Order).where(Order.number == value))
+
+    def to_url(self, value: Order | str) -> str:
+        return value.number if isinstance(value, Order) else value
+
+
+@view_tool(mcp)
+@shop.get("/order-totals/<order:order>")
+def order_total(order):  # type: ignore[no-untyped-def]  # no annotation: the tool takes the number
+    """An order's total; its URL's converter loads the order."""
+    return {"number": order.number, "total": str(order.total)}
+
+
 @view_tool(mcp)
 @shop.get("/receipts/<yyyy:year>/<int:number>/<uuid:token>")
 def receipt(year, number, token):  # type: ignore[no-untyped-def]  # no annotations, as Flask's tutorial writes them
@@ -357,6 +376,7 @@ def create_app(app: Flask, csrf: bool = False) -> Flask:
         return "<form>Sign in</form>"
 
     app.url_map.converters["yyyy"] = FourDigitYearConverter
+    app.url_map.converters["order"] = OrderConverter
     app.register_blueprint(shop)
     app.register_blueprint(staff)
     app.register_blueprint(branches)

@@ -223,6 +223,18 @@ def test_a_views_parameters_without_annotations_get_what_its_url_converters_make
         assert refused["isError"] is True and text(refused) == "404 Not Found", (bad, refused)
 
 
+def test_a_converter_answering_for_its_url_answers_for_the_tool(app: Flask, shop: dict[str, int]) -> None:
+    """A converter that loads the row its URL names, ``first_or_404`` for one there is not: a
+    browser gets 404 Not Found (and for a converter that fails, a server error); the tool's call
+    failed outside it (the SDK's "Error executing tool")."""
+    caller = Caller(app, "bob", "modern")
+    assert caller.call("order_total", order="B-1")["structuredContent"] == {"number": "B-1", "total": "120.00"}
+    missing = caller.call("order_total", order="Z-9")
+    assert missing["isError"] is True and text(missing) == "404 Not Found", missing
+    failing = caller.call("order_total", order="X-0")  # a crash, as in the view: nothing of it told
+    assert failing["isError"] is True and text(failing) == "500 Internal Server Error: the view failed.", failing
+
+
 @pytest.mark.parametrize("era", ERAS)
 def test_a_view_gets_the_url_values_its_blueprints_url_processor_leaves(app: Flask, era: str) -> None:
     """``/branches/<branch>/shelves/<int:shelf>`` behind a ``url_value_preprocessor`` that pops
