@@ -140,7 +140,7 @@ def view_tool(
         )
         function = view_class.as_view(tool_name) if view_class is not None else view
 
-        def start(values: dict[str, Any]) -> tuple[_CallerRequest, Callable[..., Any], dict[str, Any]]:
+        def start(values: dict[str, Any]) -> tuple[_CallerRequest, Callable[..., Any]]:
             path_args, rest = spec.split(values)
             routed = _view_route(view, function, path_args, http_method)
             if isinstance(routed, tuple):
