@@ -1005,7 +1005,9 @@ def _register_model(
 
         def get_row(values: dict[str, Any]) -> CallToolResult:
             try:
-                obj = rows(serving_request()).filter(pk=values[pk.name]).first()
+                query = rows(serving_request())
+                key = values[pk.name]
+                obj = None if _beyond(pk, key, query.db) else query.filter(pk=key).first()
                 if obj is None:
                     return error(f"No {meta.verbose_name} with {pk.name} {values[pk.name]}.")
                 return object_result(serialize(obj))
@@ -1047,8 +1049,9 @@ def _filtered(query: models.QuerySet[Any], name: str, field: Any, value: Any) ->
 
 def _beyond(field: Any, value: Any, using: str) -> bool:
     """Whether ``value`` is an integer past what ``field``'s column holds, so no row has it.
-    Django matches nothing for an integer field given one, but a foreign key passes it on to
-    the driver, which refuses it (SQLite past 64 bits, PostgreSQL past the column's type)."""
+    Django matches nothing for an integer field given one, but a foreign key (a one-to-one
+    primary key too) passes it on to the driver, which refuses it (SQLite past 64 bits,
+    PostgreSQL past the column's type)."""
     while field.is_relation:
         field = field.target_field
     kind = field.get_internal_type()

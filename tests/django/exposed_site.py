@@ -512,6 +512,20 @@ model_tools(
 )
 
 
+class Profile(models.Model):
+    """A user's profile, keyed by its user (a one-to-one primary key; its table is made by the
+    test that reads it)."""
+
+    user = models.OneToOneField("auth.User", primary_key=True, on_delete=models.CASCADE)
+    nickname = models.CharField(max_length=50)
+
+    class Meta:
+        app_label = "expose_tests"
+
+
+model_tools(mcp, Profile, fields="__all__", filters=["user"], permission=None)
+
+
 def broken_queryset(request: HttpRequest) -> Any:
     raise RuntimeError("table orders_secret is gone")
 

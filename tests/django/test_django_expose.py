@@ -22,7 +22,7 @@ from django.test.utils import CaptureQueriesContext
 from example_project.django_site.shop.models import Order
 from mcp_django import view_tool
 from tests.django import inprocess
-from tests.django.exposed_site import Document, Reading, Shift
+from tests.django.exposed_site import Document, Profile, Reading, Shift
 from tests.expose_checks import (
     check_a_path_argument_its_url_refuses,
     check_a_search_too_long_to_match_is_refused,
@@ -462,6 +462,29 @@ def test_a_key_no_column_can_hold_matches_no_row(shop: dict[str, User], caplog: 
         assert (listed["structuredContent"]["results"], listed["structuredContent"]["count"]) == ([], 0), listed
     assert not [record for record in caplog.records if record.exc_info], caplog.text
     assert clerk.call("list_orders", owner=shop["bob"].pk)["structuredContent"]["count"] == 1
+
+
+def test_a_key_that_is_a_relation_past_what_its_column_holds_matches_no_row(
+    shop: dict[str, User], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A profile keyed by its user (``OneToOneField(primary_key=True)``, as a multi-table
+    child's ``place_ptr`` is): ``get_profile`` given an integer past the column failed as a
+    server error, as the foreign key's filter did."""
+    with connection.schema_editor() as editor:
+        editor.create_model(Profile)
+    try:
+        Profile.objects.create(user=shop["bob"], nickname="Bobby")
+        caller = Caller("/mcp-sync", "modern")
+        for key in (2**63, 2**70):
+            missing = caller.call("get_profile", user=key)
+            assert missing["isError"] is True and text(missing) == f"No profile with user {key}.", missing
+            assert caller.call("list_profiles", user=key)["structuredContent"]["count"] == 0
+        assert not [record for record in caplog.records if record.exc_info], caplog.text
+        found = caller.call("get_profile", user=shop["bob"].pk)["structuredContent"]
+        assert found == {"user": shop["bob"].pk, "nickname": "Bobby"}
+    finally:
+        with connection.schema_editor() as editor:
+            editor.delete_model(Profile)
 
 
 @pytest.mark.parametrize("era", ERAS)
