@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from html.parser import HTMLParser
 from typing import Annotated, Any
+from urllib.parse import parse_qsl, urlsplit
 
 from mcp.types import CallToolResult, TextContent
 from pydantic import AfterValidator, BaseModel, Field
@@ -383,19 +384,34 @@ def read_as_url_text(values: Mapping[str, Any], converters: Iterable[tuple[str, 
     return read
 
 
+def _sends_back(location: str, own_path: str | None) -> bool:
+    """Whether a redirect to ``location`` carries the way back to ``own_path`` in its query, as
+    a login page's address does whatever its URL (Django's ``redirect_to_login``: ``login_url=``,
+    ``staff_member_required``'s admin login; Flask-Login's ``login_url``): a sign-in page."""
+    if not own_path:
+        return False
+    query = urlsplit(location).query
+    return any(urlsplit(value).path == own_path for _, value in parse_qsl(query))
+
+
 def view_result(
     response: ViewResponse,
     html_to_text: Callable[[str], str] | None = None,
     login_url: str | None = None,
     signed_in: bool = False,
+    own_path: str | None = None,
 ) -> CallToolResult:
     """The tool's result for a view's response (see the module's docstring). ``signed_in``:
     the caller is, so a redirect to the login page refuses them (Django's ``permission_required``
-    sends there whoever fails it) rather than asks them to sign in."""
+    sends there whoever fails it) rather than asks them to sign in. ``own_path``: the path the
+    view was called at, which a redirect to a login page other than ``login_url`` gives as the
+    way back (``?next=``)."""
     status = response.status
     if 300 <= status < 400:
         location = response.location or ""
-        if login_url and location.split("?", 1)[0].endswith(login_url.split("?", 1)[0]):
+        if (login_url and location.split("?", 1)[0].endswith(login_url.split("?", 1)[0])) or _sends_back(
+            location, own_path
+        ):
             if signed_in:
                 return error(
                     "403 Forbidden: the view sends the caller, who is signed in, to its login page "

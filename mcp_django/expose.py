@@ -184,7 +184,7 @@ def _register_view(
     def respond(request: HttpRequest, response: HttpResponseBase, body: bytes | None = None) -> CallToolResult:
         # Resolved per call: at registration the URLconf may still be importing this module.
         login_url = str(resolve_url(settings.LOGIN_URL))
-        return view_result(_view_response(response, body), html_to_text, login_url, _signed_in(request))
+        return view_result(_view_response(response, body), html_to_text, login_url, _signed_in(request), request.path)
 
     if iscoroutinefunction(view):
 

@@ -248,7 +248,7 @@ class _CallerRequest:
     def respond(self, rv: Any) -> None:
         try:
             response = current_app.process_response(current_app.make_response(rv))
-            self.answer = view_result(_view_response(response), html_to_text, _login_url(), _signed_in())
+            self.answer = view_result(_view_response(response), html_to_text, _login_url(), _signed_in(), _own_path())
         except Exception as exc:
             self.refuse(exc)
 
@@ -256,7 +256,9 @@ class _CallerRequest:
         """What Flask would answer for an exception the view (or a hook) raised."""
         if isinstance(exc, HTTPException):
             if exc.response is not None:  # abort(response)
-                self.answer = view_result(_view_response(exc.response), html_to_text, _login_url(), _signed_in())
+                self.answer = view_result(
+                    _view_response(exc.response), html_to_text, _login_url(), _signed_in(), _own_path()
+                )
                 return
             code = exc.code or 500
             location = getattr(exc, "new_url", None)  # a routing redirect
@@ -387,6 +389,11 @@ def _caller_context(app: Flask, path: str, method: str, rest: Mapping[str, Any])
     # user Flask-Login already loaded for this context (``g._login_user``) is the one the view sees.
     with app.request_context(environ):
         yield
+
+
+def _own_path() -> str:
+    """The path the view is called at, as a guard gives it for the way back (``request.url``)."""
+    return request.script_root + request.path
 
 
 def _login_url() -> str | None:

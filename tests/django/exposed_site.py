@@ -8,6 +8,7 @@ import json
 from typing import Annotated, Any
 
 from django.contrib import messages
+from django.contrib.auth import decorators as django_auth
 from django.contrib.auth.decorators import login_not_required, login_required, permission_required
 from django.db import models
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
@@ -428,6 +429,14 @@ def purge_orders(request: HttpRequest) -> HttpResponse:
 
 
 @view_tool(mcp)
+@django_auth.user_passes_test(lambda user: user.is_staff, login_url="/backoffice/sign-in/")
+def sales_report(request: HttpRequest) -> HttpResponse:
+    """Staff only, sent to a login page of its own (as ``staff_member_required`` sends others to
+    the admin's): not ``LOGIN_URL``, but the page returns them here (``?next=``)."""
+    return HttpResponse("sales: 3 orders", content_type="text/plain")
+
+
+@view_tool(mcp)
 def price_list(request: HttpRequest) -> JsonResponse:
     """The price list: only the project's ``LoginRequiredMiddleware`` (when set up) guards it."""
     return JsonResponse({"prices": {"tea": "2.50"}, "user": request.user.get_username() or None})
@@ -591,6 +600,7 @@ urlpatterns = [
     path("news/", include([path("<slug:slug>", news_story, name="detail")])),
     path("prices", price_list),
     path("orders-purge", purge_orders),
+    path("sales-report", sales_report),
     path("hours", opening_hours),
     path("notes", save_note),
     path("mcp-sync", MCPView.as_view(server="tests.django.exposed_site.mcp")),

@@ -165,6 +165,22 @@ def test_a_signed_in_caller_sent_to_the_login_page_is_told_the_view_refuses_them
     )
 
 
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize("path", PATHS)
+def test_a_login_page_of_the_views_own_is_known_by_the_way_back_it_is_given(
+    path: str, era: str, shop: dict[str, User]
+) -> None:
+    """A view that sends callers to a login page other than ``LOGIN_URL`` (``staff_member_required``
+    to the admin's, ``login_url=`` of its own) was answered "redirected (302) to ...": Django's
+    checks all send them there with the way back (``?next=`` and the view's path), and that is
+    what says it is a login page."""
+    anonymous = Caller(path, era).call("sales_report")
+    assert anonymous["isError"] is True and text(anonymous).startswith("Authentication required"), anonymous
+    alice = Caller(path, era, shop["alice"]).call("sales_report")
+    assert alice["isError"] is True and text(alice).startswith("403 Forbidden"), alice
+    assert text(Caller(path, era, shop["clerk"]).call("sales_report")) == "sales: 3 orders"
+
+
 LOGIN_REQUIRED = "django.contrib.auth.middleware.LoginRequiredMiddleware"
 
 

@@ -22,6 +22,7 @@ from flask import (
     render_template_string,
     request,
     send_file,
+    url_for,
 )
 from flask.typing import ResponseReturnValue
 from flask.views import MethodView
@@ -291,6 +292,27 @@ def refunds() -> ResponseReturnValue:
     return {"refunds": 2}
 
 
+def back_office_only(view: Callable[..., ResponseReturnValue]) -> Callable[..., ResponseReturnValue]:
+    """The guard Flask's docs write (View Decorators), with a sign-in page of the app's own, not
+    Flask-Login's login view: whoever fails it goes there, with the way back (``?next=``)."""
+
+    @functools.wraps(view)
+    def guarded(*args: object, **kwargs: object) -> ResponseReturnValue:
+        if not is_clerk():
+            return redirect(url_for("back_office_sign_in", next=request.url))
+        return view(*args, **kwargs)
+
+    return guarded
+
+
+@view_tool(mcp)
+@shop.get("/cash-drawer")
+@back_office_only
+def cash_drawer() -> ResponseReturnValue:
+    """What the cash drawer holds (clerks only)."""
+    return {"drawer": "120.00"}
+
+
 @staff.before_request
 def only_clerks() -> None:
     if not is_clerk():
@@ -374,6 +396,10 @@ def create_app(app: Flask, csrf: bool = False) -> Flask:
     @app.get("/login")
     def login_page() -> str:
         return "<form>Sign in</form>"
+
+    @app.get("/back-office/sign-in")
+    def back_office_sign_in() -> str:
+        return "<form>Back office: sign in</form>"
 
     app.url_map.converters["yyyy"] = FourDigitYearConverter
     app.url_map.converters["order"] = OrderConverter

@@ -131,6 +131,20 @@ def test_an_html_view_answers_its_text_and_its_decorators_apply(app: Flask, era:
 
 
 @pytest.mark.parametrize("era", ERAS)
+def test_a_sign_in_page_of_the_apps_own_is_known_by_the_way_back_it_is_given(
+    app: Flask, era: str, shop: dict[str, int]
+) -> None:
+    """A guard written as Flask's docs write one sends callers to a sign-in page of the app's
+    own (not Flask-Login's login view) with the way back, ``?next=`` and the view's URL: it was
+    answered "redirected (302) to ...", and it is a sign-in page that URL says."""
+    anonymous = Caller(app, None, era).call("cash_drawer")
+    assert anonymous["isError"] is True and text(anonymous).startswith("Authentication required"), anonymous
+    bob = Caller(app, "bob", era).call("cash_drawer")
+    assert bob["isError"] is True and text(bob).startswith("403 Forbidden"), bob
+    assert Caller(app, "clerk", era).call("cash_drawer")["structuredContent"] == {"drawer": "120.00"}
+
+
+@pytest.mark.parametrize("era", ERAS)
 def test_a_signed_in_caller_sent_to_the_login_view_is_told_the_view_refuses_them(
     app: Flask, era: str, shop: dict[str, int]
 ) -> None:
