@@ -6,7 +6,7 @@ import contextlib
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, Warning, register
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
 from mcp_common import _sdk
 
@@ -201,6 +201,45 @@ def check_login_required(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
         )
         for route, server, callback in _routed_views()
         if getattr(callback, "login_required", True)
+    ]
+
+
+WAL_OPTIONS = "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+
+
+@register(Tags.database)
+def check_sqlite_journal(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """The MCP tables in a SQLite file that syncs a rollback journal at every commit (SQLite's
+    and Django's default): each question's two transactions then cost several times what they
+    cost in WAL mode, and every reader waits while another worker commits. A database check,
+    so it runs where a command names the database (``migrate``, ``check --database``)."""
+    from django.db import DatabaseError, connections, router
+
+    from mcp_django.models import MCPSession
+
+    alias = router.db_for_write(MCPSession)
+    if not databases or alias not in databases:
+        return []
+    connection = connections[alias]
+    if connection.vendor != "sqlite" or connection.is_in_memory_db():
+        return []
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA journal_mode")
+            (mode,) = cursor.fetchone()
+    except DatabaseError:
+        return []  # a database that cannot be opened: the command reports that itself
+    if str(mode).lower() == "wal":
+        return []
+    return [
+        Warning(
+            f"The MCP tables are in the SQLite database {alias!r}, in journal mode {mode!r}: every "
+            "elicitation's transactions sync a rollback journal to disk, several times slower than "
+            "WAL mode, and readers wait while another worker commits.",
+            hint=f'Add "init_command": "{WAL_OPTIONS}" to DATABASES["{alias}"]["OPTIONS"] '
+            "(or run PRAGMA journal_mode=WAL once: the file keeps it).",
+            id="mcp_django.W004",
+        )
     ]
 
 

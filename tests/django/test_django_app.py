@@ -5,7 +5,12 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
+import sqlite3
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +24,7 @@ from mcp_common.store import SessionRecord
 from mcp_django.conf import mcp_settings
 from mcp_django.store import DjangoStore
 from mcp_django.views import MCPView
+from tests.conftest import ROOT
 
 LEGACY_INIT = {
     "jsonrpc": "2.0",
@@ -80,6 +86,71 @@ def test_system_checks() -> None:
         assert "mcp_django.W002" in check_ids()
     with override_settings(SECRET_KEY="short"):
         assert "mcp_django.W001" in check_ids()
+
+
+MIGRATE_A_FILE_DATABASE = """
+import json, os, sys
+from django.conf import settings
+settings.configure(
+    SECRET_KEY="journal-check-secret-key-0123456789abcdef-0123456789",
+    INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "mcp_django"],
+    DATABASES={"default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": os.environ["JOURNAL_CHECK_DB"],
+        "OPTIONS": json.loads(os.environ["JOURNAL_CHECK_OPTIONS"]),
+    }},
+    USE_TZ=True,
+    MCP={"SERVER": "example_project.servers.library.mcp"},
+)
+import django
+django.setup()
+from django.core.management import execute_from_command_line
+execute_from_command_line(["manage.py", "migrate", "--verbosity", "0"])
+"""
+
+
+def _migrate_file_database(path: Path, options: dict[str, str]) -> str:
+    """What ``manage.py migrate`` prints for a project on the SQLite file ``path``."""
+    env = {**os.environ, "JOURNAL_CHECK_DB": str(path), "JOURNAL_CHECK_OPTIONS": json.dumps(options)}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    done = subprocess.run(
+        [sys.executable, "-c", MIGRATE_A_FILE_DATABASE],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout + done.stderr
+
+
+def test_migrate_warns_of_a_sqlite_file_in_rollback_journal_mode(tmp_path: Path) -> None:
+    # Django's default SQLite setup syncs a rollback journal at every commit: each question's
+    # two transactions cost several times what they cost in WAL mode, and readers wait for
+    # every commit of another worker. The warning names the setting that fixes it.
+    output = _migrate_file_database(tmp_path / "default.sqlite3", {})
+    assert "mcp_django.W004" in output
+    assert "'default'" in output and "journal mode 'delete'" in output
+    assert "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;" in output
+    # Set in OPTIONS, as the hint says: nothing to warn of.
+    wal = {"init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
+    assert "mcp_django.W004" not in _migrate_file_database(tmp_path / "wal.sqlite3", wal)
+    # WAL mode is kept in the file: a database switched once needs no OPTIONS.
+    switched = tmp_path / "switched.sqlite3"
+    with sqlite3.connect(switched) as connection:
+        assert connection.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal"
+    assert "mcp_django.W004" not in _migrate_file_database(switched, {})
+
+
+@pytest.mark.django_db
+def test_the_journal_check_leaves_databases_it_was_not_asked_about() -> None:
+    # As every database check: only where the command names the database (migrate, check
+    # --database), never a query at runserver's or the test runner's start.
+    assert not [m for m in run_checks(tags=["database"]) if m.id == "mcp_django.W004"]
+    # The test database is in memory, which has no journal on disk to warn of.
+    assert not [m for m in run_checks(tags=["database"], databases=["default"]) if m.id == "mcp_django.W004"]
 
 
 def test_an_endpoint_routed_without_a_server_fails_the_system_check() -> None:
