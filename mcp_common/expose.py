@@ -332,8 +332,17 @@ def describe_view(
     else:
         params = dict(path())
     spec = tool_arguments(params, arguments, f"view_tool({tool_name})")
-    doc = description or inspect.getdoc(view_class or view) or f"Calls the view {tool_name}."
+    doc = description or _own_doc(view_class or view) or f"Calls the view {tool_name}."
     return tool_name, spec, doc
+
+
+def _own_doc(view: Any) -> str | None:
+    """The view's docstring; a class's own only: ``inspect.getdoc`` would give an undocumented
+    class the framework base's (Django's ``View``, Flask's ``MethodView``) as what the tool does."""
+    if isinstance(view, type):
+        doc = vars(view).get("__doc__")
+        return inspect.cleandoc(doc) if isinstance(doc, str) else None
+    return inspect.getdoc(view)
 
 
 def snake_case(name: str) -> str:

@@ -128,6 +128,24 @@ def test_a_post_view_gets_its_arguments_as_a_json_body_under_its_own_permission(
     assert Order.objects.get(number="A-2").status == "cancelled"
 
 
+def test_a_class_based_view_without_a_docstring_is_not_described_by_djangos_view() -> None:
+    # inspect.getdoc() would hand the client View's own docstring ("Intentionally simple parent
+    # class for all views...") as what the tool does.
+    from django.views import View
+    from mcp.server import MCPServer
+
+    from mcp_common import _sdk
+
+    class Tally(View):
+        def get(self, request: HttpRequest) -> HttpResponse:
+            return HttpResponse("3")
+
+    server = MCPServer("undocumented")
+    view_tool(server, Tally)
+    (tool,) = _sdk.registered_tools(server)
+    assert tool.description == "Calls the view tally."
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_class_based_and_async_views(path: str, shop: dict[str, User]) -> None:
     caller = Caller(path, "modern", shop["bob"])

@@ -200,6 +200,22 @@ def test_flask_wtf_csrf_protection_leaves_a_post_view_tool_to_the_endpoints_own_
             db.engine.dispose()
 
 
+def test_a_class_based_view_without_a_docstring_is_not_described_by_flasks_view() -> None:
+    # inspect.getdoc() would hand the client MethodView's own docstring as what the tool does.
+    from flask.views import MethodView
+
+    from mcp_common import _sdk
+
+    class Tally(MethodView):
+        def get(self) -> str:
+            return "3"
+
+    server = MCPServer("undocumented")
+    view_tool(server, Tally)
+    (tool,) = _sdk.registered_tools(server)
+    assert tool.description == "Calls the view tally."
+
+
 @pytest.mark.parametrize("era", ERAS)
 def test_class_based_and_async_views(app: Flask, era: str, shop: dict[str, int]) -> None:
     caller = Caller(app, "bob", era)
