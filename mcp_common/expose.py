@@ -345,9 +345,15 @@ def _own_doc(view: Any) -> str | None:
     return inspect.getdoc(view)
 
 
+_CAMEL_CASE = re.compile(r"(?<!^)((?<=[a-z])[A-Z]|[A-Z](?![A-Z]|$))")
+"""Where a word of a class name starts: Django's ``camel_case_to_spaces`` rule, by which its
+verbose names read ``HTTPLog`` as "http log" (an acronym is one word, not one per letter)."""
+
+
 def snake_case(name: str) -> str:
-    """``OrderCount`` → ``order_count``: a class's name as a tool's."""
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+    """``OrderCount`` → ``order_count``, ``OrderAPIView`` → ``order_api_view``: a class's name
+    as a tool's."""
+    return _CAMEL_CASE.sub(r"_\1", name).lower()
 
 
 def query_pairs(values: Mapping[str, Any]) -> list[tuple[str, str]]:

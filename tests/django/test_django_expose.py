@@ -146,6 +146,23 @@ def test_a_class_based_view_without_a_docstring_is_not_described_by_djangos_view
     assert tool.description == "Calls the view tally."
 
 
+def test_a_class_based_views_tool_is_named_as_django_names_a_class() -> None:
+    # As Django's verbose names read a model's class name ("HTTPLog": "http log"): an acronym
+    # is one word, not one per letter ("order_a_p_i_view").
+    from django.views import View
+    from mcp.server import MCPServer
+
+    from mcp_common import _sdk
+
+    class OrderAPIView(View):
+        def get(self, request: HttpRequest) -> HttpResponse:
+            return HttpResponse("3")
+
+    server = MCPServer("names")
+    view_tool(server, OrderAPIView)
+    assert [tool.name for tool in _sdk.registered_tools(server)] == ["order_api_view"]
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_class_based_and_async_views(path: str, shop: dict[str, User]) -> None:
     caller = Caller(path, "modern", shop["bob"])

@@ -216,6 +216,29 @@ def test_a_class_based_view_without_a_docstring_is_not_described_by_flasks_view(
     assert tool.description == "Calls the view tally."
 
 
+def test_tools_are_named_from_a_class_name_with_an_acronym_as_one_word() -> None:
+    # As Django's verbose names read a class name ("HTTPLog": "http log"), not a word per letter.
+    from flask.views import MethodView
+
+    from mcp_common import _sdk
+
+    class OrderAPI(MethodView):
+        def get(self) -> str:
+            return "3"
+
+    class Base(DeclarativeBase):
+        pass
+
+    class HTTPLog(Base):
+        __tablename__ = "http_log"
+        id: Mapped[int] = mapped_column(primary_key=True)
+
+    server = MCPServer("names")
+    view_tool(server, OrderAPI)
+    model_tools(server, HTTPLog, fields=["id"])
+    assert [tool.name for tool in _sdk.registered_tools(server)] == ["order_api", "list_http_logs", "get_http_log"]
+
+
 @pytest.mark.parametrize("era", ERAS)
 def test_class_based_and_async_views(app: Flask, era: str, shop: dict[str, int]) -> None:
     caller = Caller(app, "bob", era)
