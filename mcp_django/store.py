@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import fields
 from typing import Any, TypeVar, cast, overload
@@ -40,6 +41,7 @@ from mcp_common.store import (
     missing_table,
     notified_sessions,
     pending_written,
+    purge_cutoff,
     record_of,
     rerun_claim,
     rerun_insert,
@@ -619,6 +621,23 @@ class DjangoStore:
     def worker_seen(self, worker_id: str) -> float | None:
         beat = MCPWorker.objects.filter(worker_id=worker_id).values_list("last_beat", flat=True).first()
         return beat.timestamp() if beat is not None else None
+
+
+def purge(elicitation_days: float = 30.0, now: float | None = None) -> dict[str, int]:
+    """Delete what MCP no longer needs, as ``manage.py mcp_purge`` and the Celery task
+    ``mcp_django.purge`` do: legacy sessions idle past ``SESSION_TTL`` (with their event logs),
+    expired request states, and answered, expired or completed questions older than
+    ``elicitation_days``; questions past their deadline are marked expired first. Pending
+    questions are never deleted. ``ValueError`` for a number of days that is negative or not
+    finite, before anything is deleted. How many rows of each kind went."""
+    from mcp_django.conf import mcp_settings
+
+    now = time.time() if now is None else now
+    cutoff = purge_cutoff(now, elicitation_days)
+    store = DjangoStore()
+    sessions = store.purge_expired(now - float(mcp_settings.SESSION_TTL))
+    expired = store.expire_elicitations(now)
+    return {"sessions": sessions, "elicitations": store.purge_elicitations(cutoff), "expired": expired}
 
 
 @contextlib.contextmanager

@@ -1,4 +1,5 @@
-"""Celery task: complete a URL-mode elicitation from a worker (``pip install mcp-django-flask[celery]``).
+"""Celery tasks (``pip install mcp-django-flask[celery]``): complete a URL-mode elicitation from a
+worker, and the purge for Celery beat (``mcp_django.purge``, below).
 
 from mcp_django.tasks import complete_elicitation_task
 complete_elicitation_task.delay("deposit-42")
@@ -22,6 +23,7 @@ from celery import shared_task
 from django.db import InterfaceError, OperationalError, ProgrammingError
 
 from mcp_django.elicitation import complete_elicitation
+from mcp_django.store import purge
 
 MAX_RETRIES = 12
 """Retries before the task fails: at most about 40 minutes of waits in all (jitter shortens them)."""
@@ -48,3 +50,15 @@ def complete_elicitation_task(elicitation_id: str, server: str | None = None) ->
         if str(exc).startswith(_SQLITE_SCHEMA_ERRORS):
             raise ProgrammingError(str(exc)) from exc
         raise
+
+
+@shared_task(name="mcp_django.purge", ignore_result=False)
+def purge_task(elicitation_days: float = 30.0) -> dict[str, int]:
+    """``manage.py mcp_purge`` for Celery beat, which schedules tasks, not commands: what it
+    deleted, ``{"sessions": ..., "elicitations": ..., "expired": ...}``. Not retried: the next
+    scheduled run does the same work. ``ValueError`` for a number of days that is negative or
+    not finite, before anything is deleted."""
+    try:
+        return purge(elicitation_days)
+    except ValueError as exc:
+        raise ValueError(f"elicitation_days {exc}") from None

@@ -910,6 +910,28 @@ def test_purge_command_refuses_a_number_of_days_that_is_not_one_and_deletes_noth
     assert store.get_elicitation(row.id) is None
 
 
+def test_celery_beat_runs_the_purge_as_a_task_named_for_its_schedule() -> None:
+    """Beat schedules tasks, not management commands: ``mcp_django.purge`` does what
+    ``mcp_purge`` does, reports what it deleted, and refuses a bad number of days as the
+    command does, deleting nothing."""
+    from mcp_django.tasks import purge_task
+
+    assert purge_task.name == "mcp_django.purge"
+    store = DjangoStore()
+    sid = session(store)
+    row = url_row(store, sid, "dep-beat")
+    assert mcp_django.complete_elicitation("dep-beat") == 1
+    with pytest.raises(ValueError, match=r"^elicitation_days must be a number of days, 0 or more"):
+        purge_task.apply(kwargs={"elicitation_days": -1}).get()
+    assert store.get_elicitation(row.id).status == "completed"
+    kept = purge_task.apply().get()  # 30 days by default: a question answered now is kept
+    assert kept == {"sessions": 0, "elicitations": 0, "expired": 0}
+    assert store.get_elicitation(row.id).status == "completed"
+    assert purge_task.apply(kwargs={"elicitation_days": 0}).get() == {"sessions": 0, "elicitations": 1, "expired": 0}
+    assert store.get_elicitation(row.id) is None
+    assert store.get_session(sid) is not None  # a live session is no business of the purge
+
+
 def test_a_redemption_reaches_its_question_by_state_not_through_every_pending_row() -> None:
     """With thousands of questions pending, redeeming one handle must not walk them all:
     SQLite (no statistics) chose the status index for the answer's UPDATE until the

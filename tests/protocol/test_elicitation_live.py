@@ -511,6 +511,14 @@ def test_webhook_and_celery_complete_url_elicitations(four_shared_workers: LiveS
                                     "mcp_django.complete_elicitation", args=[f"deposit-{booking}"], queue=queue
                                 )
                                 assert await asyncio.to_thread(result.get, timeout=60) == 1, broker
+                                # The purge as Celery beat sends it, by the task's name: fresh
+                                # rows are kept (30 days), the worker reports what it deleted.
+                                purged = sender.send_task(
+                                    "mcp_django.purge", kwargs={"elicitation_days": 30}, queue=queue
+                                )
+                                counts = await asyncio.to_thread(purged.get, timeout=60)
+                                assert set(counts) == {"sessions", "elicitations", "expired"}, broker
+                                assert counts["elicitations"] == 0, broker
                         finally:
                             with sender.connection_for_write() as connection:
                                 connection.default_channel.queue_delete(queue)

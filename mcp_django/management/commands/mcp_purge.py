@@ -1,4 +1,5 @@
-"""``manage.py mcp_purge``: delete what MCP no longer needs (run it from cron or Celery beat)."""
+"""``manage.py mcp_purge``: delete what MCP no longer needs. Run it from cron; Celery beat runs
+the task ``mcp_django.purge`` (:mod:`mcp_django.tasks`), which does the same."""
 
 from __future__ import annotations
 
@@ -7,9 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from mcp_common.store import purge_cutoff
-from mcp_django.conf import mcp_settings
-from mcp_django.store import DjangoStore
+from mcp_django.store import purge
 
 
 class Command(BaseCommand):
@@ -28,16 +27,11 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        store = DjangoStore()
-        now = time.time()
         try:
-            cutoff = purge_cutoff(now, options["elicitation_days"])
+            done = purge(options["elicitation_days"], now=time.time())
         except ValueError as exc:
             raise CommandError(f"--elicitation-days {exc}") from None
-        sessions = store.purge_expired(now - float(mcp_settings.SESSION_TTL))
-        expired = store.expire_elicitations(now)
-        rows = store.purge_elicitations(cutoff)
         self.stdout.write(
-            f"Deleted {sessions} expired MCP session(s) and {rows} old elicitation(s); "
-            f"marked {expired} overdue elicitation(s) expired."
+            f"Deleted {done['sessions']} expired MCP session(s) and {done['elicitations']} old elicitation(s); "
+            f"marked {done['expired']} overdue elicitation(s) expired."
         )
