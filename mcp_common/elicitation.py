@@ -47,6 +47,7 @@ from mcp_common.jsonrpc import dumps
 from mcp_common.store import (
     ANY_PRINCIPAL,
     MAX_ELICITATION_ID,
+    MAX_TOOL,
     REFUSED_DETAIL,
     ElicitationRecord,
     SessionStore,
@@ -295,7 +296,8 @@ def new_record(
 
     Its text as every database holds it (:func:`~mcp_common.store.storable_text`): a tool may
     build its question, URL or elicitation id from a client's argument, which JSON lets carry
-    a NUL or a lone surrogate."""
+    a NUL or a lone surrogate. The tool's name is the application's, which the SDK lets be
+    any length and hold any character: kept as a key is (:func:`~mcp_common.store.storable_key`)."""
     now = time.time()
     url_mode = params.get("mode") == "url"
     schema = params.get("requestedSchema")
@@ -304,7 +306,7 @@ def new_record(
     return ElicitationRecord(
         id=new_row_id(),
         server_name=server_name,
-        tool=tool,
+        tool=None if tool is None else storable_key(tool, MAX_TOOL),
         session_id=session_id,
         state_id=state_id,
         request_key=storable_key(request_key),

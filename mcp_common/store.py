@@ -230,6 +230,8 @@ MAX_REQUEST_KEY = 200
 """Characters a question's row keeps of its key (``request_key``)."""
 MAX_PRINCIPAL = 255
 """Characters a session's, question's or request state's row keeps of its principal."""
+MAX_TOOL = 200
+"""Characters a question's row keeps of its tool's name (``tool``)."""
 
 
 def storable(text: str) -> bool:

@@ -357,6 +357,57 @@ def check_a_long_principal_is_bound_like_a_short_one(store: Any, done: Any = Non
         point.close()
 
 
+ODD_TOOL_NAMES = ["ask_" + "x" * 246, "ask\x00nul"]
+"""Tool names a question's row cannot keep as they are: longer than its column (the SDK only
+warns past 128 characters), and with a NUL (PostgreSQL text cannot hold one)."""
+
+
+def check_a_tool_whose_name_a_row_cannot_keep_asks_on_both_eras(store: Any, done: Any = None) -> None:
+    """A tool's name is the application's to choose: one the question's row cannot keep as it
+    is asks, and is answered, on either era, as any other tool does."""
+    server = build_server()
+
+    async def by_resolver(who: Annotated[Name, Resolve(ask_name)]) -> str:
+        return f"Hello, {who.name}!"
+
+    async def by_context(ctx: Context) -> str:
+        answer = await ctx.elicit("Your name?", schema=Name)
+        return f"Interviewed {answer.data.name}"
+
+    for name in ODD_TOOL_NAMES:
+        server.tool(name=name)(by_resolver)
+        server.tool(name=name + "_legacy")(by_context)
+    config = MCPConfig(secret_keys=(SECRET,), poll_interval=0.02)
+    asking, answering = MCPEndpoint(server, config, store), MCPEndpoint(server, config, store)
+    try:
+        for name in ODD_TOOL_NAMES:
+            status, body = call(asking, name, {})
+            assert status == 200 and body["result"]["resultType"] == "input_required", body
+            ((key, _),) = body["result"]["inputRequests"].items()
+            handle = body["result"]["requestState"]
+            answer = {key: {"action": "accept", "content": {"name": "Ada"}}}
+            status, body = call(asking, name, {}, inputResponses=answer, requestState=handle)
+            assert status == 200 and body["result"]["content"][0]["text"] == "Hello, Ada!", body
+            (row,) = store.elicitations_for_state(parse_handle(asking, handle))
+            assert row.status == "accepted" and row.tool.startswith(name[:20].replace("\x00", "\ufffd"))
+
+            session = initialize(asking, {"elicitation": {}})
+            response = legacy_call(asking, session, name + "_legacy", {})
+            seen = run_answering(asking, answering, session, response, {"action": "accept", "content": {"name": "Bo"}})
+            assert seen[-1]["result"]["content"][0]["text"] == "Interviewed Bo", seen[-1]
+            (row,) = store.call_elicitations(session, "5")
+            assert row.status == "accepted"
+    finally:
+        for point in (asking, answering):
+            if done is not None:
+                done(point)
+            point.close()
+
+
+def test_a_tool_whose_name_a_row_cannot_keep_asks_on_both_eras() -> None:
+    check_a_tool_whose_name_a_row_cannot_keep_asks_on_both_eras(MemoryStore())
+
+
 def test_a_call_that_asks_nothing_writes_nothing() -> None:
     store = MemoryStore()
     point = endpoint(store)

@@ -1109,6 +1109,13 @@ def test_a_question_with_a_long_key_round_trips() -> None:
     check_a_question_with_a_long_key_round_trips(DjangoStore(), done=close_database_threads)
 
 
+def test_a_tool_whose_name_a_row_cannot_keep_asks_on_both_eras() -> None:
+    """A tool named longer than the ORM row's column, or with a NUL, asks on either era."""
+    from tests.core.test_elicitation import check_a_tool_whose_name_a_row_cannot_keep_asks_on_both_eras
+
+    check_a_tool_whose_name_a_row_cannot_keep_asks_on_both_eras(DjangoStore(), done=close_database_threads)
+
+
 @pytest.mark.parametrize("tool", ["interview", "interview_or_guess", "hello"])
 def test_a_refused_legacy_answer_is_recorded_as_refused(tool: str) -> None:
     """On the legacy wire too: the SDK refuses an answer that does not fit the schema, the ORM row says so."""

@@ -1525,3 +1525,10 @@ def test_a_long_principal_is_bound_like_a_short_one(store: SessionStore) -> None
     from tests.core.test_elicitation import check_a_long_principal_is_bound_like_a_short_one
 
     check_a_long_principal_is_bound_like_a_short_one(store)
+
+
+def test_a_tool_whose_name_a_row_cannot_keep_asks_on_both_eras(store: SessionStore) -> None:
+    """A tool named longer than the row's column, or with a NUL, asks on every backend."""
+    from tests.core.test_elicitation import check_a_tool_whose_name_a_row_cannot_keep_asks_on_both_eras
+
+    check_a_tool_whose_name_a_row_cannot_keep_asks_on_both_eras(store)
