@@ -113,11 +113,15 @@ def secret_chain(secret: str | None, fallbacks: Sequence[str] = ()) -> tuple[str
 
 
 def shared_names(routed: Sequence[tuple[str, Any]]) -> list[str]:
-    """What is wrong with serving these ``(url, server)`` pairs: different servers under one
-    name. Sessions, questions and request states are kept by server name, so each of two
-    such servers would take the other's (a session, a handle redeemed by the other's tool of
-    the same name). One server at several URLs is fine."""
+    """What is wrong with the names of the servers these ``(url, server)`` pairs serve.
+
+    Sessions, questions and request states are kept by server name: different servers under
+    one name would each take the other's (a session, a handle redeemed by the other's tool of
+    the same name), and a name longer than the rows' column, or with a NUL or a lone surrogate,
+    fails every session and question on PostgreSQL and MariaDB. One server at several URLs is
+    fine."""
     from mcp_common import _sdk
+    from mcp_common.store import MAX_SERVER_NAME, storable
 
     seen: dict[str, tuple[str, Any]] = {}
     problems: list[str] = []
@@ -129,5 +133,18 @@ def shared_names(routed: Sequence[tuple[str, Any]]) -> list[str]:
                 f"The MCP servers at {first[0]} and {url} are different servers with the same name {name!r}: "
                 "sessions, questions and request states are kept by server name, so each would take the "
                 'other\'s. Give each its own name: MCPServer("...").'
+            )
+        elif first[0] != url:
+            continue  # the same server at another URL: its name was checked there
+        elif len(name) > MAX_SERVER_NAME:
+            problems.append(
+                f"The MCP server at {url} is named {name[:40]!r}..., {len(name)} characters long, longer than "
+                f"{MAX_SERVER_NAME} (what the database keeps of it on every session and question). "
+                'Give it a shorter name: MCPServer("...").'
+            )
+        elif not storable(name):
+            problems.append(
+                f"The MCP server at {url} is named {name!r}, with a NUL or a lone surrogate, which "
+                'PostgreSQL cannot keep on its sessions and questions. Give it another name: MCPServer("...").'
             )
     return problems

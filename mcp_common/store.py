@@ -232,6 +232,9 @@ MAX_PRINCIPAL = 255
 """Characters a session's, question's or request state's row keeps of its principal."""
 MAX_TOOL = 200
 """Characters a question's row keeps of its tool's name (``tool``)."""
+MAX_SERVER_NAME = 200
+"""Characters a session's, question's or request state's row keeps of its server's name (the
+name is checked at start-up: it is compared, not only kept)."""
 
 
 def storable(text: str) -> bool:

@@ -591,6 +591,16 @@ def test_different_servers_under_one_name_fail_the_system_check() -> None:
     assert "mcp_django.E007" not in check_ids()
 
 
+def test_a_server_name_no_row_can_keep_fails_the_system_check() -> None:
+    """Sessions, questions and request states keep their server's name: one longer than their
+    column, or with a NUL, failed every session and question on PostgreSQL (HTTP 500)."""
+    with override_settings(MCP={}, ROOT_URLCONF="tests.django.odd_name_site"):
+        errors = [m.msg for m in run_checks(tags=["mcp"]) if m.id == "mcp_django.E007"]
+    assert len(errors) == 2, errors
+    assert "/long" in errors[0] and "201 characters long, longer than 200" in errors[0]
+    assert "/nul" in errors[1] and "NUL" in errors[1]
+
+
 @pytest.mark.django_db
 def test_the_models_have_every_migration_they_need() -> None:
     """A model change shipped without its migration breaks every install at ``migrate`` (or

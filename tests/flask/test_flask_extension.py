@@ -1180,6 +1180,20 @@ def test_an_app_closed_by_its_tests_teardown_is_garbage_collected(tmp_path: Path
     assert done.stdout.strip() == "[True, True]", done.stderr[-2000:]
 
 
+@pytest.mark.parametrize(
+    ("name", "problem"), [("shop-" + "x" * 196, "201 characters long, longer than 200"), ("shop\x00", "NUL")]
+)
+def test_a_server_name_no_row_can_keep_is_refused_at_start_up(
+    make_app: Callable[..., Flask], name: str, problem: str
+) -> None:
+    """Sessions, questions and request states keep their server's name: one longer than their
+    column, or with a NUL, failed every session and question on PostgreSQL (HTTP 500)."""
+    app = make_app()
+    with pytest.raises(ValueError, match=problem):
+        MCP(app, servers={"/a": MCPServer(name)})
+    assert "mcp" not in app.extensions
+
+
 def test_different_servers_under_one_name_are_refused_at_start_up(make_app: Callable[..., Flask]) -> None:
     """Two unnamed ``MCPServer()`` are both "mcp-server": sessions, questions and request states
     are kept by server name, so each would take the other's. One server at two URLs is fine."""
