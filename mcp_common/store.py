@@ -334,6 +334,12 @@ ONE_STATEMENT_ANSWERS = 16
 client chooses how many ``inputResponses`` it sends: more than this many are recorded one
 statement each, so the statements built (and cached) per answer count stay few."""
 
+ONE_STATEMENT_QUESTIONS = 16
+"""Most questions a round saves in the same statement as its request state (PostgreSQL). A
+tool may ask as many as its client gives it items: more than this many are saved by the
+stepwise inserts, so the statements built (and cached) per question count stay few, and no
+statement outgrows PostgreSQL's 65,535 parameters (some 3,100 questions)."""
+
 UNANSWERED_DETAIL = "The client retried without answering it"
 """``detail`` of a 2026-07-28 question left out of the retry that redeemed its request state:
 the row is ``expired`` then (the state is spent, so no later retry can answer it; if the tool

@@ -24,6 +24,7 @@ from mcp_common.store import (
     ANY_PRINCIPAL,
     GET_STREAM,
     ONE_STATEMENT_ANSWERS,
+    ONE_STATEMENT_QUESTIONS,
     UNANSWERED_DETAIL,
     ElicitationRecord,
     EventRecord,
@@ -451,7 +452,7 @@ class DjangoStore:
         connection = connections[_alias()]
         state_values = column_values(state, _ts)
         rows = [column_values(record, _ts) for record in elicitations]
-        if connection.vendor == "postgresql":
+        if connection.vendor == "postgresql" and len(rows) <= ONE_STATEMENT_QUESTIONS:
             # One statement (a data-modifying WITH): one round trip to the server instead of
             # BEGIN, one INSERT per table and COMMIT.
             ops = connection.ops

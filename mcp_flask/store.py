@@ -30,6 +30,7 @@ from mcp_common.store import (
     ANY_PRINCIPAL,
     GET_STREAM,
     ONE_STATEMENT_ANSWERS,
+    ONE_STATEMENT_QUESTIONS,
     OPEN_STATUSES,
     UNANSWERED_DETAIL,
     ElicitationRecord,
@@ -908,7 +909,7 @@ class SQLAlchemyStore:
         values = column_values(state, _ts)
         rows = [column_values(record, _ts) for record in elicitations]
         driver = self._driver
-        if driver.one_statement:
+        if driver.one_statement and len(rows) <= ONE_STATEMENT_QUESTIONS:
             # PostgreSQL: one statement, so one round trip (no BEGIN and COMMIT either).
             statement = driver.save_state(len(rows))
             bound = {f"s_{column}": value for column, value in values.items()}

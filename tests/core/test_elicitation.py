@@ -323,6 +323,32 @@ def check_a_long_answer_is_recorded(store: Any, done: Any = None) -> None:
         point.close()
 
 
+def check_a_round_of_many_questions_is_recorded(store: Any, done: Any = None) -> None:
+    """A tool may ask as many questions in one round as its client gives it items (``pick``
+    asks one per item): more than one statement can carry (PostgreSQL takes 65,535
+    parameters, some 3,100 questions) are recorded and answered all the same."""
+    point = endpoint(store)
+    try:
+        items = [f"item {n}" for n in range(3200)]
+        status, body = call(point, "pick", {"items": items}, capabilities=FORM_AND_URL)
+        assert status == 200 and body["result"]["resultType"] == "input_required", str(body)[:300]
+        handle = body["result"]["requestState"]
+        state_id = parse_handle(point, handle)
+        assert len(store.elicitations_for_state(state_id)) == len(items)
+        answers = {item: {"action": "decline"} for item in items}
+        status, body = call(point, "pick", {"items": items}, inputResponses=answers, requestState=handle)
+        assert status == 200 and body["result"]["content"][0]["text"].startswith("picked decline"), str(body)[:300]
+        assert {row.status for row in store.elicitations_for_state(state_id)} == {"declined"}
+    finally:
+        if done is not None:
+            done(point)
+        point.close()
+
+
+def test_a_round_of_many_questions_is_recorded() -> None:
+    check_a_round_of_many_questions_is_recorded(MemoryStore())
+
+
 def check_a_long_principal_is_bound_like_a_short_one(store: Any, done: Any = None) -> None:
     """A principal is the application's string (a Flask-Login ``get_id()`` that is an
     alternative token, an OAuth subject, an e-mail address as a user's key): one longer than

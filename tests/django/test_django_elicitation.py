@@ -1109,6 +1109,13 @@ def test_a_question_with_a_long_key_round_trips() -> None:
     check_a_question_with_a_long_key_round_trips(DjangoStore(), done=close_database_threads)
 
 
+def test_a_round_of_many_questions_is_recorded() -> None:
+    """More questions in one round than one PostgreSQL statement can carry, by the ORM's store."""
+    from tests.core.test_elicitation import check_a_round_of_many_questions_is_recorded
+
+    check_a_round_of_many_questions_is_recorded(DjangoStore(), done=close_database_threads)
+
+
 def test_a_tool_whose_name_a_row_cannot_keep_asks_on_both_eras() -> None:
     """A tool named longer than the ORM row's column, or with a NUL, asks on either era."""
     from tests.core.test_elicitation import check_a_tool_whose_name_a_row_cannot_keep_asks_on_both_eras

@@ -1532,3 +1532,10 @@ def test_a_tool_whose_name_a_row_cannot_keep_asks_on_both_eras(store: SessionSto
     from tests.core.test_elicitation import check_a_tool_whose_name_a_row_cannot_keep_asks_on_both_eras
 
     check_a_tool_whose_name_a_row_cannot_keep_asks_on_both_eras(store)
+
+
+def test_a_round_of_many_questions_is_recorded(store: SessionStore) -> None:
+    """More questions in one round than one PostgreSQL statement can carry, on every backend."""
+    from tests.core.test_elicitation import check_a_round_of_many_questions_is_recorded
+
+    check_a_round_of_many_questions_is_recorded(store)
