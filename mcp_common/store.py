@@ -254,15 +254,17 @@ def storable_text(text: str) -> str:
 
 
 def storable_key(key: str, limit: int = MAX_REQUEST_KEY) -> str:
-    """A key as a row keeps it and is found by: :func:`storable_text`, and, when longer than
-    its column (``limit``), its start and a digest of the whole in ``limit`` characters.
+    """A key as a row keeps it and is found by: as it is when every database can hold it and
+    it fits its column (``limit``), else its start (:func:`storable_text`) and a digest of the
+    whole, in ``limit`` characters at most: two keys that differ only in a NUL or a lone
+    surrogate (both kept as U+FFFD), or beyond the column, stay two keys.
 
     For a question's key (an ``inputRequests`` key, a server-to-client request id: the tool's
     to choose, and it may build it from a client's text) and a principal (the application's
     string, :data:`MAX_PRINCIPAL`)."""
+    if len(key) <= limit and storable(key):
+        return key
     text = storable_text(key)
-    if len(text) <= limit:
-        return text
     digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
     return f"{text[: limit - len(digest) - 1]}#{digest}"
 

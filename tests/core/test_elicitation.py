@@ -305,6 +305,25 @@ def test_a_question_with_a_long_key_round_trips() -> None:
     check_a_question_with_a_long_key_round_trips(MemoryStore())
 
 
+def test_keys_and_principals_that_differ_only_where_a_row_cannot_hold_them_stay_apart() -> None:
+    """A row keeps a NUL as U+FFFD: two questions keyed ``"a\\x00"`` and ``"a\\ufffd"`` each
+    keep their own answer, and a principal with a NUL is not the one with U+FFFD in its place."""
+    store = MemoryStore()
+    point = endpoint(store)
+    items = ["a\x00", "a\ufffd"]
+    status, body = call(point, "pick", {"items": items}, capabilities=FORM_AND_URL)
+    handle = body["result"]["requestState"]
+    answers = {"a\x00": {"action": "accept", "content": {"ok": True}}, "a\ufffd": {"action": "decline"}}
+    status, body = call(point, "pick", {"items": items}, inputResponses=answers, requestState=handle)
+    assert status == 200 and body["result"]["content"][0]["text"] == "picked accept, decline", body
+    rows = store.elicitations_for_state(parse_handle(point, handle))
+    assert sorted(row.status for row in rows) == ["accepted", "declined"]
+    key, _, handle = ask(point, principal="user:a\x00")
+    answer = {key: {"action": "accept", "content": {"name": "Mallory"}}}
+    assert refused(*call(point, "hello", {}, "user:a\ufffd", inputResponses=answer, requestState=handle))
+    point.close()
+
+
 def check_a_long_answer_is_recorded(store: Any, done: Any = None) -> None:
     """A user's answer is as long as the request body allows (a pasted document in a text
     field): the tool receives it and its row keeps it whole."""
