@@ -1198,6 +1198,39 @@ def test_a_database_migrated_before_mcp_0006_holds_long_text(fresh_url: str) -> 
 
 
 @pytest.mark.parametrize("fresh_url", BACKENDS, indirect=True)
+def test_a_downgrade_below_mcp_0006_neither_cuts_long_text_nor_stops_half_done(fresh_url: str) -> None:
+    """MySQL and MariaDB alter one column at a time, each committed: a value longer than
+    ``TEXT`` holds must refuse ``--revision mcp_0005`` before the first column changes, naming
+    the column, rather than fail at its own column with the earlier ones already ``TEXT`` under
+    revision mcp_0006 (which ``migrate`` then never fixes). Elsewhere the downgrade changes no
+    text column."""
+    from alembic.util import CommandError
+
+    engine = make_engine(fresh_url)
+    try:
+        migrate(engine)
+        store = SQLAlchemyStore(engine)
+        now = time.time()
+        long = "x" * 200_000
+        store.create_session(_session(last_seen=now))
+        store.append_event("s1", "k1", long)
+        if engine.dialect.name in ("mysql", "mariadb"):
+            with pytest.raises(CommandError, match=r"mcp_event\.message"):
+                migrate(engine, "mcp_0005")
+            assert current_revision(engine) == HEAD
+        else:
+            migrate(engine, "mcp_0005")
+        migrate(engine)
+        assert [event.message for event in store.events_after("s1", "k1", 0)] == [long]
+        # Every text column still holds a long value, the first one altered included.
+        store.create_session(replace(_session("s2", last_seen=now), client_params=long))
+        loaded = store.get_session("s2")
+        assert loaded is not None and loaded.client_params == long
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("fresh_url", BACKENDS, indirect=True)
 def test_migrate_from_the_previous_revision_keeps_the_data(fresh_url: str) -> None:
     engine = make_engine(fresh_url)
     try:

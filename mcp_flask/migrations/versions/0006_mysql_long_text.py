@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
+from alembic.util import CommandError
 from sqlalchemy.dialects.mysql import LONGTEXT
 
 revision: str = "mcp_0006"
 down_revision: str | None = "mcp_0005"
 branch_labels: str | None = None
 depends_on: str | None = None
+
+_TEXT_BYTES = 65_535
+"""The most a MySQL/MariaDB ``TEXT`` column holds."""
 
 # (table, column, nullable) of every text column.
 _COLUMNS = (
@@ -49,4 +53,20 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    # MySQL and MariaDB commit each ALTER: a value TEXT cannot hold would fail its own column
+    # with the earlier ones already altered, the revision still mcp_0006 (so a later upgrade
+    # never restores them), or, without strict mode, be cut short. Refuse before the first.
+    bind = op.get_bind()
+    if bind.dialect.name in ("mysql", "mariadb"):
+        longer = [
+            f"{table}.{column}"
+            for table, column, _ in _COLUMNS
+            if bind.execute(sa.text(f"SELECT 1 FROM {table} WHERE LENGTH({column}) > {_TEXT_BYTES} LIMIT 1")).first()
+        ]
+        if longer:
+            raise CommandError(
+                "Cannot downgrade below mcp_0006: values longer than the 64 kB a TEXT column keeps are in "
+                f"{', '.join(longer)}. Delete those rows first ('flask mcp purge' removes ended ones); nothing "
+                "was changed."
+            )
     _alter(sa.Text(), LONGTEXT())
