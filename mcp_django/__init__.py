@@ -8,7 +8,21 @@ importable from here once Django's app registry is ready.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    # What ``__getattr__`` below returns, for type checkers: without these, every name here
+    # would be ``Any`` to them, and a decorated tool an untyped function.
+    from mcp_django.elicitation import (
+        ElicitUrl,
+        UrlConsent,
+        acomplete_elicitation,
+        caller_elicitation_id,
+        complete_elicitation,
+        elicitation_completed,
+    )
+    from mcp_django.expose import model_tools, view_tool
+    from mcp_django.permissions import permission_required, user_passes_test
 
 __all__ = [
     "ElicitUrl",
