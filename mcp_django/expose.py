@@ -39,7 +39,7 @@ import logging
 import uuid
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Annotated, Any, Literal, NamedTuple, TypeVar
+from typing import Annotated, Any, Literal, NamedTuple, TypeVar, overload
 from urllib.parse import unquote, urlencode
 
 from asgiref.sync import iscoroutinefunction, sync_to_async
@@ -118,6 +118,36 @@ V = TypeVar("V", bound=Callable[..., Any])
 M = TypeVar("M", bound=type[models.Model])
 
 _COPIED_META = ("REMOTE_ADDR", "REMOTE_HOST", "SERVER_NAME", "SERVER_PORT", "SERVER_PROTOCOL", "SCRIPT_NAME")
+
+
+@overload
+def view_tool(
+    server: Any,
+    view: V,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    method: str = "GET",
+    arguments: Mapping[str, Any] | type[BaseModel] | None = None,
+    path_arguments: Mapping[str, Any] | None = None,
+    title: str | None = None,
+    url_name: str | None = None,
+) -> V: ...
+
+
+@overload
+def view_tool(
+    server: Any,
+    view: None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    method: str = "GET",
+    arguments: Mapping[str, Any] | type[BaseModel] | None = None,
+    path_arguments: Mapping[str, Any] | None = None,
+    title: str | None = None,
+    url_name: str | None = None,
+) -> Callable[[V], V]: ...
 
 
 def view_tool(

@@ -39,7 +39,7 @@ import functools
 import inspect
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, overload
 from urllib.parse import unquote, urlencode
 
 import sqlalchemy as sa
@@ -96,6 +96,34 @@ M = TypeVar("M", bound=type)
 _NOT_COPIED = frozenset({"content-length", "content-type", "host"})
 _COPIED_ENVIRON = ("REMOTE_ADDR", "REMOTE_PORT", "REMOTE_USER", "AUTH_TYPE", "SERVER_PROTOCOL")
 """What the server or a WSGI middleware says about the caller, besides its headers."""
+
+
+@overload
+def view_tool(
+    server: Any,
+    view: V,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    method: str = "GET",
+    arguments: Mapping[str, Any] | type[BaseModel] | None = None,
+    path_arguments: Mapping[str, Any] | None = None,
+    title: str | None = None,
+) -> V: ...
+
+
+@overload
+def view_tool(
+    server: Any,
+    view: None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    method: str = "GET",
+    arguments: Mapping[str, Any] | type[BaseModel] | None = None,
+    path_arguments: Mapping[str, Any] | None = None,
+    title: str | None = None,
+) -> Callable[[V], V]: ...
 
 
 def view_tool(
