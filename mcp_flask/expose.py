@@ -483,7 +483,7 @@ def model_tools(
     query: Callable[[], sa.Select[Any]] | None = None,
     permission: Callable[[], bool] | None = None,
     names: Mapping[str, str] | None = None,
-    session: Callable[[], Session] | None = None,
+    session: Callable[[], Session | scoped_session[Any]] | None = None,
 ) -> Any:
     """Register read tools for the SQLAlchemy model ``model``: ``list_<plural>`` (filters,
     search, pages) and ``get_<name>`` (by primary key); as a class decorator without ``model``.
@@ -498,8 +498,8 @@ def model_tools(
     :func:`mcp_flask.permission_required`, or ``None`` (the default) for everyone. ``names``
     overrides the tools' names (``{"list": ..., "get": ...}``; default from the class name,
     ``OrderItem`` → ``list_order_items``, ``get_order_item``). ``session()`` returns the
-    SQLAlchemy session to read with (default: Flask-SQLAlchemy's ``db.session``). The model is
-    returned unchanged.
+    SQLAlchemy session (or a ``scoped_session``) to read with (default: Flask-SQLAlchemy's
+    ``db.session``). The model is returned unchanged.
     """
 
     def register(model: M) -> M:
@@ -623,22 +623,22 @@ def _column(columns: Mapping[str, Any], name: str, owner: str, option: str) -> A
 
 
 def _read(
-    db: Session, read: Callable[[Session, dict[str, Any]], CallToolResult], values: dict[str, Any]
+    db: Session | scoped_session[Any], read: Callable[[Session, dict[str, Any]], CallToolResult], values: dict[str, Any]
 ) -> CallToolResult:
-    """``read(db, values)``, ending the transaction the read began, if it began one: its
-    connection goes back to the pool now, not when the session is collected (a session made
-    per call, ``session=lambda: Session(engine)``, would hold it until then). A transaction
-    the session already had is left to its owner."""
+    """``read(db, values)`` (a ``scoped_session``'s own session), ending the transaction the
+    read began, if it began one: its connection goes back to the pool now, not when the session
+    is collected (a session made per call, ``session=lambda: Session(engine)``, would hold it
+    until then). A transaction the session already had is left to its owner."""
     own = db() if isinstance(db, scoped_session) else db  # Flask-SQLAlchemy's db.session is a registry
     began = not own.in_transaction()
     try:
-        return read(db, values)
+        return read(own, values)
     finally:
         if began:
             own.rollback()  # a read: nothing to commit
 
 
-def _session(session: Callable[[], Session] | None, owner: str) -> Session:
+def _session(session: Callable[[], Session | scoped_session[Any]] | None, owner: str) -> Session | scoped_session[Any]:
     if session is not None:
         return session()
     extension = current_app.extensions.get("sqlalchemy")
