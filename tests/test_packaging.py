@@ -114,3 +114,28 @@ def test_the_wheel_carries_the_license_it_declares(wheel: zipfile.ZipFile) -> No
     texts = [name for name in wheel.namelist() if re.search(r"\.dist-info/licenses/LICENSE$", name)]
     assert texts, "the license's text is in the wheel"
     assert b"Permission is hereby granted, free of charge" in wheel.read(texts[0])
+
+
+def test_users_type_checkers_see_the_public_api_typed() -> None:
+    """The wheel ships ``py.typed``, so a user's type checker reads the annotations: the
+    README's code in ``tests/typing_check.py`` must pass ``mypy --strict`` (a public name typed
+    ``Any``, a decorator that loses the view's signature, a parameter narrower than the values
+    it takes all fail it), and each misuse there must be refused."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--follow-imports=silent",
+            "--cache-dir=/dev/null",
+            "tests/typing_check.py",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Success: no issues found in 1 source file" in done.stdout

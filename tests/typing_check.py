@@ -1,5 +1,6 @@
-"""What a user's type checker sees of the public API: not run by pytest, checked with
-``mypy --strict --follow-imports=silent tests/typing_check.py`` (django-stubs installed).
+"""What a user's type checker sees of the public API: checked by
+``tests/test_packaging.py`` with ``mypy --strict --follow-imports=silent tests/typing_check.py``
+(mypy and django-stubs are dev requirements).
 Each ``assert_type`` holds a type the README's examples rely on; each ``type: ignore`` is a
 misuse the checker must refuse (``--strict`` reports an ignore that is not needed)."""
 
