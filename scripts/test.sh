@@ -89,7 +89,10 @@ log "installing Node 22 and the MCP conformance suite"
 
 log "running the test suite ($("$VENV/bin/python" -c 'import django, sys; print("Python", sys.version.split()[0], "Django", django.__version__)'))"
 # The slowest tests are listed at the end: the whole run should stay well under 20 minutes.
-"$VENV/bin/python" -m pytest --durations=15 "$@"
+# Two processes (MCP_TEST_PROCESSES), each taking whole files: most tests wait on servers they
+# start, so two share the machine's cores well; a file's tests keep its shared servers.
+PARALLEL=(-n "${MCP_TEST_PROCESSES:-2}" --dist loadfile)
+"$VENV/bin/python" -m pytest "${PARALLEL[@]}" --durations=15 "$@"
 
 # -- the Django store's own tests again, on PostgreSQL (its SQL differs there) -----------------
 if [ "$#" -eq 0 ]; then
@@ -135,10 +138,10 @@ if [ -n "$PY312" ] && [ "$#" -eq 0 ]; then
   log "running the Django tests on $("$VENV6/bin/python" -c 'import django, sys; print(f"Python {sys.version.split()[0]}, Django {django.__version__}")')"
   # Not again here: how the servers stop on a signal and behave behind a proxy is gunicorn's and
   # uvicorn's, whichever Django runs in them (about a minute of the suite).
-  "$VENV6/bin/python" -m pytest -m "not conformance" -k "django or core" tests/core tests/django tests/protocol \
+  "$VENV6/bin/python" -m pytest "${PARALLEL[@]}" -m "not conformance" -k "django or core" tests/core tests/django tests/protocol \
     --ignore tests/protocol/test_reverse_proxy.py --ignore tests/protocol/test_server_shutdown.py
   log "running the Flask tests on $("$VENV6/bin/python" -c 'import sys; print(f"Python {sys.version.split()[0]}")')"
-  "$VENV6/bin/python" -m pytest tests/flask
+  "$VENV6/bin/python" -m pytest "${PARALLEL[@]}" tests/flask
 fi
 
 # -- the Flask adapter on the oldest releases pyproject.toml admits (scripts/minimum-versions.txt) --
@@ -151,5 +154,5 @@ if [ "$#" -eq 0 ]; then
   "$VENVMIN/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
   "$VENVMIN/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[dev${MCP_TEST_MARIADB:+,mysql}]" -c scripts/minimum-versions.txt
   log "running the Flask tests on $("$VENVMIN/bin/python" -c 'from importlib.metadata import version as v; print(*(f"{n} {v(n)}" for n in ("Flask", "Werkzeug", "SQLAlchemy", "alembic")), sep=", ")')"
-  "$VENVMIN/bin/python" -m pytest tests/flask
+  "$VENVMIN/bin/python" -m pytest "${PARALLEL[@]}" tests/flask
 fi

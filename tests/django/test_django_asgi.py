@@ -22,6 +22,8 @@ from django.core.handlers.asgi import ASGIHandler
 from django.db import connection
 from django.http import HttpResponse
 from django.test import AsyncClient, RequestFactory, override_settings
+from django.urls import get_script_prefix, set_script_prefix
+from django.utils import translation
 from django.utils.functional import SimpleLazyObject
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel
@@ -138,8 +140,16 @@ def asgi_post(
 
         await ASGIHandler()(scope, receive, send)
 
-    with override_settings(ROOT_URLCONF=urlconf) if urlconf is not None else contextlib.nullcontext():
-        async_to_sync(run)()
+    # Django's thread-sensitive sync code (the view, a tool's ORM work) runs here on the test's
+    # own thread (async_to_sync's caller), where the handler sets the script prefix and
+    # LocaleMiddleware the language: put them back, or later tests reverse() under /shop.
+    prefix = get_script_prefix()
+    try:
+        with override_settings(ROOT_URLCONF=urlconf) if urlconf is not None else contextlib.nullcontext():
+            async_to_sync(run)()
+    finally:
+        set_script_prefix(prefix)
+        translation.deactivate()
     start = sent[0]
     headers = {name.decode().lower(): value.decode() for name, value in start["headers"]}
     body = b"".join(m.get("body", b"") for m in sent[1:])
