@@ -379,6 +379,19 @@ def purge_cutoff(now: float, days: float) -> float:
     return max(0.0, now - days * 86400)
 
 
+def purge_store(store: SessionStore, session_ttl: float, elicitation_days: float, now: float) -> dict[str, int]:
+    """What the purge commands (``mcp_purge``, ``flask mcp purge``) and the Celery task do:
+    delete legacy sessions idle past ``session_ttl`` (with their event logs) and expired request
+    states, mark questions past their deadline expired, then delete answered, expired or
+    completed questions older than ``elicitation_days``. Pending questions are never deleted.
+    ``ValueError`` for a number of days that is negative or not finite, before anything is
+    deleted. How many rows of each kind went."""
+    cutoff = purge_cutoff(now, elicitation_days)
+    sessions = store.purge_expired(now - session_ttl)
+    expired = store.expire_elicitations(now)
+    return {"sessions": sessions, "elicitations": store.purge_elicitations(cutoff), "expired": expired}
+
+
 SQLITE_LIKE_LIMIT = 50_000
 """The longest ``LIKE`` pattern SQLite compares, in bytes (its default
 ``SQLITE_MAX_LIKE_PATTERN_LENGTH``): a longer one is an error, "pattern too complex"."""

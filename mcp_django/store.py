@@ -42,7 +42,7 @@ from mcp_common.store import (
     missing_table,
     notified_sessions,
     pending_written,
-    purge_cutoff,
+    purge_store,
     record_of,
     rerun_claim,
     rerun_insert,
@@ -634,11 +634,7 @@ def purge(elicitation_days: float = 30.0, now: float | None = None) -> dict[str,
     from mcp_django.conf import mcp_settings
 
     now = time.time() if now is None else now
-    cutoff = purge_cutoff(now, elicitation_days)
-    store = DjangoStore()
-    sessions = store.purge_expired(now - float(mcp_settings.SESSION_TTL))
-    expired = store.expire_elicitations(now)
-    return {"sessions": sessions, "elicitations": store.purge_elicitations(cutoff), "expired": expired}
+    return purge_store(DjangoStore(), float(mcp_settings.SESSION_TTL), elicitation_days, now)
 
 
 @contextlib.contextmanager

@@ -7,7 +7,7 @@ import time
 import click
 from flask.cli import AppGroup
 
-from mcp_common.store import purge_cutoff
+from mcp_common.store import purge_store
 from mcp_flask.extension import get_state
 
 mcp_cli = AppGroup("mcp", help="MCP for Flask: database tables and housekeeping.")
@@ -64,13 +64,10 @@ def purge_command(elicitation_days: float) -> None:
     state = get_state()
     now = time.time()
     try:
-        cutoff = purge_cutoff(now, elicitation_days)
+        done = purge_store(state.store, state.config.session_ttl, elicitation_days, now)
     except ValueError as exc:  # the user's mistake, said in one line
         raise click.BadParameter(str(exc), param_hint="'--elicitation-days'") from None
-    count = state.store.purge_expired(now - state.config.session_ttl)
-    expired = state.store.expire_elicitations(now)
-    rows = state.store.purge_elicitations(cutoff)
     click.echo(
-        f"Deleted {count} expired MCP session(s) and {rows} old elicitation(s); "
-        f"marked {expired} overdue elicitation(s) expired."
+        f"Deleted {done['sessions']} expired MCP session(s) and {done['elicitations']} old elicitation(s); "
+        f"marked {done['expired']} overdue elicitation(s) expired."
     )
