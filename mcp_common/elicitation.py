@@ -420,6 +420,27 @@ def complete_in_store(
     return moved, exists
 
 
+def complete_for_application(store: SessionStore, elicitation_id: str, server_name: str | None) -> int:
+    """What ``complete_elicitation`` of either framework (and so the Celery task) does once its
+    arguments are checked: :func:`complete_in_store`, the number of rows moved.
+
+    A ``server_name`` under which nothing was ever asked with this id, while another server
+    asked it, is most likely mistyped (a payment's question then stays open and nobody hears
+    why): that costs one more read, and a WARNING naming the servers that did ask it."""
+    moved, exists = complete_in_store(store, elicitation_id, server_name)
+    if not exists and server_name is not None:
+        askers = sorted({row.server_name for row in store.find_elicitations(storable_text(elicitation_id))})
+        if askers:
+            logger.warning(
+                "complete_elicitation(%r, server=%r) completed nothing: no server of that name asked it, "
+                "but %s did; is the server name right?",
+                elicitation_id,
+                server_name,
+                ", ".join(map(repr, askers)),
+            )
+    return len(moved)
+
+
 # -- workers ---------------------------------------------------------------------------------
 
 _WORKER: tuple[int, str] | None = None

@@ -8,7 +8,7 @@ from mcp_common.elicitation import (
     UrlConsent,
     caller_elicitation_id,
     check_completion,
-    complete_in_store,
+    complete_for_application,
     elicitation_completed,
 )
 
@@ -36,8 +36,7 @@ def complete_elicitation(elicitation_id: str, server: str | None = None) -> int:
     from mcp_django.store import DjangoStore
 
     check_completion(elicitation_id, server)
-    moved, _ = complete_in_store(DjangoStore(), elicitation_id, server)
-    return len(moved)
+    return complete_for_application(DjangoStore(), elicitation_id, server)
 
 
 async def acomplete_elicitation(elicitation_id: str, server: str | None = None) -> int:

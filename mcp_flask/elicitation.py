@@ -13,7 +13,7 @@ from mcp_common.elicitation import (
     UrlConsent,
     caller_elicitation_id,
     check_completion,
-    complete_in_store,
+    complete_for_application,
     elicitation_completed,
 )
 
@@ -35,8 +35,7 @@ def complete_elicitation(elicitation_id: str, server: str | None = None, *, app:
     check_completion(elicitation_id, server)
     state = get_state(app)
     _refuse_if_the_app_holds_the_write_lock(state.engine)
-    moved, _ = complete_in_store(state.store, elicitation_id, server)
-    return len(moved)
+    return complete_for_application(state.store, elicitation_id, server)
 
 
 def _refuse_if_the_app_holds_the_write_lock(engine: Engine) -> None:

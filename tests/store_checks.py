@@ -7,6 +7,7 @@ committed."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import uuid
@@ -435,14 +436,9 @@ _NO_EVENTS = {
 }
 
 
-def check_a_completion_that_could_not_notify_is_completed_by_its_retry(
-    store: SessionStore, complete: Callable[[str], int], execute: Callable[[str], None], vendor: str, table: str
-) -> None:
-    """A completion whose ``notifications/elicitation/complete`` could not be queued records
-    nothing: the question stays open, so the retry (the task redelivered, the webhook sent
-    again) completes it and its client is told, once. ``complete(elicitation_id)`` is the
-    framework's ``complete_elicitation``; ``execute(sql)`` runs DDL on the store's database,
-    whose event table is ``table``."""
+def _url_question(store: SessionStore) -> tuple[SessionRecord, str, ElicitationRecord]:
+    """A legacy session of the anonymous caller, and a URL-mode question the server ``"Bistro"``
+    asked it under a fresh elicitation id."""
     session = _new_session(None)
     store.create_session(session)
     elicitation_id = f"pay-{uuid.uuid4().hex[:8]}"
@@ -457,6 +453,18 @@ def check_a_completion_that_could_not_notify_is_completed_by_its_retry(
         stream_key=GET_STREAM,
     )
     store.create_pending(session.session_id, "srv-pay", "elicitation/create", "{}", question)
+    return session, elicitation_id, question
+
+
+def check_a_completion_that_could_not_notify_is_completed_by_its_retry(
+    store: SessionStore, complete: Callable[[str], int], execute: Callable[[str], None], vendor: str, table: str
+) -> None:
+    """A completion whose ``notifications/elicitation/complete`` could not be queued records
+    nothing: the question stays open, so the retry (the task redelivered, the webhook sent
+    again) completes it and its client is told, once. ``complete(elicitation_id)`` is the
+    framework's ``complete_elicitation``; ``execute(sql)`` runs DDL on the store's database,
+    whose event table is ``table``."""
+    session, elicitation_id, question = _url_question(store)
     create, drop = _NO_EVENTS[vendor]
     for statement in create:
         execute(statement.format(table=table))
@@ -496,3 +504,34 @@ def check_a_purge_removes_events_left_for_a_session_that_is_gone(store: SessionS
     assert [e.message for e in store.events_after(live.session_id, GET_STREAM, 0)] == ['{"still": "read"}']
     assert store.get_pending(gone.session_id, "srv-late") is None
     assert store.get_pending(live.session_id, "srv-live") is not None
+
+
+def check_a_completion_for_a_mistyped_server_says_so(
+    store: SessionStore, complete: Callable[[str, str | None], int], caplog: pytest.LogCaptureFixture
+) -> None:
+    """``complete_elicitation(id, server="Bistr")`` for a question the server ``"Bistro"``
+    asked: the name limits it, so nothing is completed, and a payment's question would stay
+    open with nobody told why. A WARNING says which server did ask it. The right name completes
+    it; an id no server asked, or one already completed, says nothing (a webhook sent twice)."""
+    _, elicitation_id, question = _url_question(store)
+
+    def said() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if r.name == "mcp_common.elicitation"]
+
+    with caplog.at_level(logging.WARNING, logger="mcp_common.elicitation"):
+        assert complete(elicitation_id, "Bistr") == 0
+        (warning,) = said()
+        assert warning.levelno == logging.WARNING
+        assert warning.getMessage() == (
+            f"complete_elicitation({elicitation_id!r}, server='Bistr') completed nothing: no server of "
+            "that name asked it, but 'Bistro' did; is the server name right?"
+        )
+        stored = store.get_elicitation(question.id)
+        assert stored is not None and stored.status == "pending"
+        caplog.clear()
+        assert complete(f"{elicitation_id}-nobody", "Bistr") == 0
+        assert complete(elicitation_id, "Bistro") == 1
+        assert complete(elicitation_id, "Bistro") == 0
+        assert said() == []
+    stored = store.get_elicitation(question.id)
+    assert stored is not None and stored.status == "completed"

@@ -177,6 +177,19 @@ def test_a_completion_inside_a_transaction_rolled_back_completes_and_notifies_no
     assert len(store.events_after(sid, GET_STREAM, 0)) == 1
 
 
+def test_a_completion_for_a_mistyped_server_completes_nothing_and_says_which_server_asked(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Through ``complete_elicitation`` and the Celery task that runs it."""
+    from mcp_django.tasks import complete_elicitation_task
+    from tests.store_checks import check_a_completion_for_a_mistyped_server_says_so
+
+    check_a_completion_for_a_mistyped_server_says_so(DjangoStore(), mcp_django.complete_elicitation, caplog)
+    check_a_completion_for_a_mistyped_server_says_so(
+        DjangoStore(), lambda eid, server: complete_elicitation_task.apply(args=[eid, server]).get(), caplog
+    )
+
+
 NOT_TEXT = {"None": None, "int": 17, "bytes": b"dep-2", "list": ["dep-2"]}
 
 

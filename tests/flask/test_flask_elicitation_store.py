@@ -558,6 +558,24 @@ def test_complete_elicitation_refuses_an_id_that_is_not_one_naming_the_argument(
         app.extensions["mcp"].close()
 
 
+def test_a_completion_for_a_mistyped_server_completes_nothing_and_says_which_server_asked(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from mcp_flask import complete_elicitation, get_state
+    from tests.store_checks import check_a_completion_for_a_mistyped_server_says_so
+
+    app = Flask("mcp_flask_elicitation_tests", instance_path=str(tmp_path / "instance"))
+    app.config.update(SECRET_KEY="flask-adapter-tests-secret-key-0123456789abcdef")
+    MCP(app, server=server)
+    try:
+        MCP.migrate(app)
+        check_a_completion_for_a_mistyped_server_says_so(
+            get_state(app).store, lambda eid, name: complete_elicitation(eid, name, app=app), caplog
+        )
+    finally:
+        app.extensions["mcp"].close()
+
+
 def test_elicitation_ids_differing_only_in_case_are_apart(store: SessionStore) -> None:
     """A payment provider's ids are case-sensitive; completing one never completes another
     (MySQL and MariaDB compare text case-insensitively and ignore trailing spaces by default)."""
