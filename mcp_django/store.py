@@ -16,7 +16,7 @@ from typing import Any, TypeVar, cast, overload
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError, connections, router, transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, Model, OuterRef, Q, QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -63,6 +63,7 @@ from mcp_django.models import (
 )
 
 T = TypeVar("T")
+M = TypeVar("M", bound=Model)
 
 
 def _ts(value: float) -> dt.datetime:
@@ -157,7 +158,7 @@ class DjangoStore:
     @_retry(rerun=rerun_insert(IntegrityError, session_written))
     @_serial_on_sqlite
     def create_session(self, record: SessionRecord) -> None:
-        MCPSession.objects.create(
+        _rows(MCPSession).create(
             session_id=record.session_id,
             server_name=record.server_name,
             protocol_version=record.protocol_version,
@@ -196,15 +197,15 @@ class DjangoStore:
     @_retry
     @_serial_on_sqlite
     def touch_session(self, session_id: str, now: float) -> None:
-        MCPSession.objects.filter(session_id=session_id).update(last_seen=_ts(now))
+        _rows(MCPSession).filter(session_id=session_id).update(last_seen=_ts(now))
 
     @_retry
     @_serial_on_sqlite
     def delete_session(self, session_id: str) -> bool:
         # Elicitation rows stay: they are the record of what was asked and answered.
-        deleted, _ = MCPSession.objects.filter(session_id=session_id).delete()
-        MCPEvent.objects.filter(session_id=session_id).delete()
-        MCPPendingRequest.objects.filter(session_id=session_id).delete()
+        deleted, _ = _rows(MCPSession).filter(session_id=session_id).delete()
+        _rows(MCPEvent).filter(session_id=session_id).delete()
+        _rows(MCPPendingRequest).filter(session_id=session_id).delete()
         return deleted > 0
 
     # Not idempotent: a re-run after a lost acknowledgement appends the event again (its id is
@@ -222,14 +223,14 @@ class DjangoStore:
             with connection.cursor() as cursor:
                 turn = take_stream_turn(cursor, session_id, stream_key)
                 try:
-                    row = MCPEvent.objects.create(
+                    row = _rows(MCPEvent).create(
                         session_id=session_id, stream_key=stream_key, message=message, final=final
                     )
                 finally:
                     leave_stream_turn(cursor, turn)
             return row.id
         if connection.vendor != "postgresql":
-            row = MCPEvent.objects.create(session_id=session_id, stream_key=stream_key, message=message, final=final)
+            row = _rows(MCPEvent).create(session_id=session_id, stream_key=stream_key, message=message, final=final)
             return row.id
         # Appends to one stream take turns, so its ids commit in order (see stream_lock_key).
         with _writing(connection, one_statement=True) as cursor:
@@ -242,7 +243,7 @@ class DjangoStore:
     @_retry
     @_serial_in_memory
     def events_after(self, session_id: str, stream_key: str, after: int) -> list[EventRecord]:
-        rows = MCPEvent.objects.filter(session_id=session_id, stream_key=stream_key, id__gt=after).order_by("id")
+        rows = _rows(MCPEvent).filter(session_id=session_id, stream_key=stream_key, id__gt=after).order_by("id")
         return [
             EventRecord(r.id, r.session_id, r.stream_key, r.message, r.final)
             for r in rows.only("id", "session_id", "stream_key", "message", "final")
@@ -251,18 +252,18 @@ class DjangoStore:
     @_retry
     @_serial_in_memory
     def has_stream(self, session_id: str, stream_key: str) -> bool:
-        return MCPEvent.objects.filter(session_id=session_id, stream_key=stream_key).exists()
+        return _rows(MCPEvent).filter(session_id=session_id, stream_key=stream_key).exists()
 
     @_retry
     @_serial_in_memory
     def get_cursor(self, session_id: str) -> int:
-        value = MCPSession.objects.filter(session_id=session_id).values_list("get_cursor", flat=True).first()
+        value = _rows(MCPSession).filter(session_id=session_id).values_list("get_cursor", flat=True).first()
         return int(value or 0)
 
     @_retry
     @_serial_on_sqlite
     def set_cursor(self, session_id: str, event_id: int) -> None:
-        MCPSession.objects.filter(session_id=session_id, get_cursor__lt=event_id).update(get_cursor=event_id)
+        _rows(MCPSession).filter(session_id=session_id, get_cursor__lt=event_id).update(get_cursor=event_id)
 
     @_retry(rerun=rerun_insert(IntegrityError, pending_written))
     @_serial_on_sqlite
@@ -275,9 +276,9 @@ class DjangoStore:
         elicitation: ElicitationRecord | None = None,
     ) -> None:
         with transaction.atomic(using=_alias()):
-            MCPPendingRequest.objects.create(session_id=session_id, request_id=request_id, method=method, params=params)
+            _rows(MCPPendingRequest).create(session_id=session_id, request_id=request_id, method=method, params=params)
             if elicitation is not None:
-                _elicitation_row(elicitation).save(force_insert=True)
+                _elicitation_row(elicitation).save(force_insert=True, using=_alias())
 
     @_retry(rerun=rerun_claim(answer_recorded))
     @_serial_on_sqlite
@@ -292,11 +293,13 @@ class DjangoStore:
         now = timezone.now()
         with transaction.atomic(using=_alias()):
             # One UPDATE with the NULL guard: the first answer wins, whichever worker it reaches.
-            updated = MCPPendingRequest.objects.filter(
-                session_id=session_id, request_id=request_id, response__isnull=True
-            ).update(response=response, answered=now)
+            updated = (
+                _rows(MCPPendingRequest)
+                .filter(session_id=session_id, request_id=request_id, response__isnull=True)
+                .update(response=response, answered=now)
+            )
             if updated == 1 and status is not None:
-                MCPElicitation.objects.filter(session_id=session_id, request_key=request_id, status="pending").update(
+                _rows(MCPElicitation).filter(session_id=session_id, request_key=request_id, status="pending").update(
                     status=status, answer=answer, updated=now
                 )
         return updated == 1
@@ -320,8 +323,10 @@ class DjangoStore:
     @_serial_in_memory
     def answered_since(self, since: float) -> list[tuple[str, str, str]]:
         # One query per poll for all of this process's waiting tools (index on ``answered``).
-        rows = MCPPendingRequest.objects.filter(answered__gte=_ts(since)).values_list(
-            "session_id", "request_id", "response"
+        rows = (
+            _rows(MCPPendingRequest)
+            .filter(answered__gte=_ts(since))
+            .values_list("session_id", "request_id", "response")
         )
         return [(sid, rid, response) for sid, rid, response in rows if response is not None]
 
@@ -334,8 +339,9 @@ class DjangoStore:
             # Rows whose session is gone do not count: one written while a DELETE's transaction
             # was open escaped the DELETE (see SessionStore.pending_keys).
             rows = (
-                MCPPendingRequest.objects.filter(session_id__in=unique[start : start + _CHUNK])
-                .filter(Exists(MCPSession.objects.filter(session_id=OuterRef("session_id"))))
+                _rows(MCPPendingRequest)
+                .filter(session_id__in=unique[start : start + _CHUNK])
+                .filter(Exists(_rows(MCPSession).filter(session_id=OuterRef("session_id"))))
                 .values_list("session_id", "request_id")
             )
             found.update(rows)
@@ -344,13 +350,13 @@ class DjangoStore:
     @_retry
     @_serial_on_sqlite
     def delete_pending(self, session_id: str, request_id: str) -> None:
-        MCPPendingRequest.objects.filter(session_id=session_id, request_id=request_id).delete()
+        _rows(MCPPendingRequest).filter(session_id=session_id, request_id=request_id).delete()
 
     @_retry
     @_serial_in_memory
     def purge_expired(self, older_than: float) -> int:
-        MCPRequestState.objects.filter(expires__lt=_ts(older_than)).delete()
-        stale = list(MCPSession.objects.filter(last_seen__lt=_ts(older_than)).values_list("session_id", flat=True))
+        _rows(MCPRequestState).filter(expires__lt=_ts(older_than)).delete()
+        stale = list(_rows(MCPSession).filter(last_seen__lt=_ts(older_than)).values_list("session_id", flat=True))
         for session_id in stale:
             try:
                 self.delete_session(session_id)
@@ -358,12 +364,12 @@ class DjangoStore:
                 continue
         # Events appended for a session after it ended (a completion's notification): no
         # session's deletion takes them.
-        MCPEvent.objects.filter(created__lt=_ts(older_than)).exclude(
-            session_id__in=MCPSession.objects.values("session_id")
+        _rows(MCPEvent).filter(created__lt=_ts(older_than)).exclude(
+            session_id__in=_rows(MCPSession).values("session_id")
         ).delete()
         # So are a question's pending rows written while its session's DELETE committed.
-        MCPPendingRequest.objects.filter(created__lt=_ts(older_than)).exclude(
-            session_id__in=MCPSession.objects.values("session_id")
+        _rows(MCPPendingRequest).filter(created__lt=_ts(older_than)).exclude(
+            session_id__in=_rows(MCPSession).values("session_id")
         ).delete()
         return len(stale)
 
@@ -372,13 +378,13 @@ class DjangoStore:
     @_retry
     @_serial_in_memory
     def get_elicitation(self, record_id: str) -> ElicitationRecord | None:
-        row = MCPElicitation.objects.filter(id=record_id).first()
+        row = _rows(MCPElicitation).filter(id=record_id).first()
         return _elicitation_record(row) if row is not None else None
 
     @_retry
     @_serial_in_memory
     def find_elicitations(self, elicitation_id: str, server_name: str | None = None) -> list[ElicitationRecord]:
-        rows = MCPElicitation.objects.filter(elicitation_id=elicitation_id)
+        rows = _rows(MCPElicitation).filter(elicitation_id=elicitation_id)
         if server_name is not None:
             rows = rows.filter(server_name=server_name)
         return exactly([_elicitation_record(r) for r in rows.order_by("created", "id")], elicitation_id, server_name)
@@ -398,7 +404,7 @@ class DjangoStore:
         changes: dict[str, Any] = {"status": status, "updated": _ts(now)}
         if detail is not None:
             changes["detail"] = detail
-        rows = MCPElicitation.objects.filter(id=record_id, status__in=from_statuses)
+        rows = _rows(MCPElicitation).filter(id=record_id, status__in=from_statuses)
         if without_detail:
             rows = rows.filter(detail__isnull=True)
         return rows.update(**changes) == 1
@@ -433,7 +439,7 @@ class DjangoStore:
     def expire_elicitations(self, now: float) -> int:
         # Every worker runs this on each heartbeat and there is usually nothing to expire: an
         # indexed read first, so the heartbeat takes no write lock for nothing.
-        overdue = MCPElicitation.objects.filter(overdue_rows(now))
+        overdue = _rows(MCPElicitation).filter(overdue_rows(now))
         if not overdue.exists():
             return 0
         return overdue.update(status="expired", updated=_ts(now))
@@ -443,7 +449,7 @@ class DjangoStore:
     @_retry
     @_serial_in_memory
     def get_request_state(self, state_id: str) -> RequestStateRecord | None:
-        row = MCPRequestState.objects.filter(state_id=state_id).first()
+        row = _rows(MCPRequestState).filter(state_id=state_id).first()
         return None if row is None else record_of(RequestStateRecord, row)
 
     @_retry(rerun=rerun_insert(IntegrityError, state_saved))
@@ -575,24 +581,24 @@ class DjangoStore:
     @_retry
     @_serial_in_memory
     def elicitations_for_state(self, state_id: str) -> list[ElicitationRecord]:
-        return [_elicitation_record(r) for r in MCPElicitation.objects.filter(state_id=state_id).order_by("created")]
+        return [_elicitation_record(r) for r in _rows(MCPElicitation).filter(state_id=state_id).order_by("created")]
 
     @_retry
     @_serial_in_memory
     def stream_elicitations(self, session_id: str, stream_key: str) -> list[ElicitationRecord]:
-        rows = MCPElicitation.objects.filter(session_id=session_id, stream_key=stream_key).order_by("created")
+        rows = _rows(MCPElicitation).filter(session_id=session_id, stream_key=stream_key).order_by("created")
         return [_elicitation_record(r) for r in rows]
 
     @_retry
     @_serial_in_memory
     def call_elicitations(self, session_id: str, call_id: str) -> list[ElicitationRecord]:
-        rows = MCPElicitation.objects.filter(session_id=session_id, call_id=call_id).order_by("created")
+        rows = _rows(MCPElicitation).filter(session_id=session_id, call_id=call_id).order_by("created")
         return [_elicitation_record(r) for r in rows]
 
     @_retry
     @_serial_in_memory
     def purge_elicitations(self, older_than: float) -> int:
-        deleted, _ = MCPElicitation.objects.exclude(status="pending").filter(updated__lt=_ts(older_than)).delete()
+        deleted, _ = _rows(MCPElicitation).exclude(status="pending").filter(updated__lt=_ts(older_than)).delete()
         return deleted
 
     # -- workers -----------------------------------------------------------------------------
@@ -610,17 +616,17 @@ class DjangoStore:
     @_retry
     @_serial_on_sqlite
     def beat_worker(self, worker_id: str, now: float) -> None:
-        if MCPWorker.objects.filter(worker_id=worker_id).update(last_beat=_ts(now)) == 0:
+        if _rows(MCPWorker).filter(worker_id=worker_id).update(last_beat=_ts(now)) == 0:
             try:
                 with transaction.atomic(using=_alias()):
-                    MCPWorker.objects.create(worker_id=worker_id, last_beat=_ts(now))
+                    _rows(MCPWorker).create(worker_id=worker_id, last_beat=_ts(now))
             except IntegrityError:
-                MCPWorker.objects.filter(worker_id=worker_id).update(last_beat=_ts(now))
+                _rows(MCPWorker).filter(worker_id=worker_id).update(last_beat=_ts(now))
 
     @_retry
     @_serial_in_memory
     def worker_seen(self, worker_id: str) -> float | None:
-        beat = MCPWorker.objects.filter(worker_id=worker_id).values_list("last_beat", flat=True).first()
+        beat = _rows(MCPWorker).filter(worker_id=worker_id).values_list("last_beat", flat=True).first()
         return beat.timestamp() if beat is not None else None
 
 
@@ -755,7 +761,16 @@ def _update_returning(connection: Any) -> bool:
 
 
 def _alias() -> str:
+    """The database of the MCP tables: where the project's routers write them. Every query of
+    the store goes there, reads included (:func:`_rows`)."""
     return router.db_for_write(MCPSession)
+
+
+def _rows(model: type[M]) -> QuerySet[M]:
+    """``model``'s rows on the store's database. Not where routers send reads: a
+    primary/replica router reads from a replica that lags behind, and the store reads what it
+    has just written (a session after its ``initialize``, a question a webhook completes)."""
+    return model._default_manager.using(_alias())
 
 
 def _epoch(value: Any, connection: Any) -> float:

@@ -109,20 +109,19 @@ execute_from_command_line(["manage.py", "migrate", "--verbosity", "0"])
 """
 
 
+def _run_project(script: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``script`` run by a new interpreter: a project of its own (``settings.configure``)."""
+    environment = {**os.environ, **env}
+    environment.pop("DJANGO_SETTINGS_MODULE", None)
+    command = [sys.executable, "-c", script]
+    done = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def _migrate_file_database(path: Path, options: dict[str, str]) -> str:
     """What ``manage.py migrate`` prints for a project on the SQLite file ``path``."""
-    env = {**os.environ, "JOURNAL_CHECK_DB": str(path), "JOURNAL_CHECK_OPTIONS": json.dumps(options)}
-    env.pop("DJANGO_SETTINGS_MODULE", None)
-    done = subprocess.run(
-        [sys.executable, "-c", MIGRATE_A_FILE_DATABASE],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = _run_project(MIGRATE_A_FILE_DATABASE, JOURNAL_CHECK_DB=str(path), JOURNAL_CHECK_OPTIONS=json.dumps(options))
     return done.stdout + done.stderr
 
 
@@ -142,6 +141,92 @@ def test_migrate_warns_of_a_sqlite_file_in_rollback_journal_mode(tmp_path: Path)
     with sqlite3.connect(switched) as connection:
         assert connection.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal"
     assert "mcp_django.W004" not in _migrate_file_database(switched, {})
+
+
+SERVE_WITH_A_READ_REPLICA = """
+import json, os, sys, time
+from django.conf import settings
+WAL = {"init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
+settings.configure(
+    SECRET_KEY="replica-tests-secret-key-0123456789abcdef-0123456789",
+    ALLOWED_HOSTS=["testserver"],
+    INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "mcp_django"],
+    MIDDLEWARE=["mcp_django.middleware.MCPMiddleware"],
+    DATABASES={
+        "default": {"ENGINE": "django.db.backends.sqlite3", "NAME": os.environ["PRIMARY_DB"], "OPTIONS": WAL},
+        "replica": {"ENGINE": "django.db.backends.sqlite3", "NAME": os.environ["REPLICA_DB"], "OPTIONS": WAL},
+    },
+    DATABASE_ROUTERS=["tests.django.replica_site.PrimaryReplicaRouter"],
+    ROOT_URLCONF="tests.django.replica_site",
+    USE_TZ=True,
+    MCP={"SERVER": "benchmarks.bench_server.mcp"},
+)
+import django
+django.setup()
+from django.core.management import call_command
+from django.test import Client
+call_command("migrate", verbosity=0)
+call_command("migrate", database="replica", verbosity=0)
+import mcp_django
+from mcp_common.elicitation import new_record
+from mcp_django.store import DjangoStore
+
+client, seen = Client(), {}
+ACCEPT = "application/json, text/event-stream"
+def post(body, **headers):
+    return client.post("/mcp", json.dumps(body), content_type="application/json", HTTP_ACCEPT=ACCEPT, **headers)
+def call(id, params, version="2025-11-25", **headers):
+    return post({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params},
+                HTTP_MCP_PROTOCOL_VERSION=version, **headers)
+
+init = post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+sid = init["Mcp-Session-Id"]
+post({"jsonrpc": "2.0", "method": "notifications/initialized"},
+     HTTP_MCP_SESSION_ID=sid, HTTP_MCP_PROTOCOL_VERSION="2025-11-25")
+legacy = call(1, {"name": "echo", "arguments": {"text": "hi"}}, HTTP_MCP_SESSION_ID=sid)
+seen["legacy call"] = [legacy.status_code, legacy.content.decode()]
+
+META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+modern = dict(version="2026-07-28", HTTP_MCP_METHOD="tools/call", HTTP_MCP_NAME="confirm_echo")
+params = {"name": "confirm_echo", "arguments": {"text": "hi"}, "_meta": META}
+asked = call(2, params, **modern).json()["result"]
+(key,) = asked["inputRequests"]
+answer = {key: {"action": "accept", "content": {"ok": True}}}
+done = call(3, {**params, "inputResponses": answer, "requestState": asked["requestState"]}, **modern)
+seen["2026 round trip"] = [done.status_code, done.content.decode()]
+
+store, now = DjangoStore(), time.time()
+question = new_record(server_name="Bench", tool="pay", request_key="srv-1", principal=None,
+                      params={"mode": "url", "message": "Pay", "url": "https://pay.example.com/1",
+                              "elicitationId": "deposit-1"},
+                      expires=now + 600, session_id=sid)
+store.create_pending(sid, "srv-1", "elicitation/create", "{}", question)
+seen["completed"] = mcp_django.complete_elicitation("deposit-1")
+row = store.get_elicitation(question.id)
+seen["status"] = row.status if row is not None else None
+from mcp_common.store import GET_STREAM
+seen["notified"] = [json.loads(e.message)["method"] for e in store.events_after(sid, GET_STREAM, 0)]
+print(json.dumps(seen))
+"""
+
+
+def test_the_store_reads_where_it_writes_under_a_read_replica_router(tmp_path: Path) -> None:
+    """The Django docs' primary/replica router sends reads to a replica, which lags behind the
+    primary. The store's ORM reads went there: a payment's completion found no question to
+    complete (the webhook got 0, the question stayed open), and the session's event log read
+    back empty, so its client would never hear of the completion."""
+    done = _run_project(
+        SERVE_WITH_A_READ_REPLICA, PRIMARY_DB=str(tmp_path / "primary.db"), REPLICA_DB=str(tmp_path / "replica.db")
+    )
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    status, body = seen["legacy call"]
+    assert status == 200 and '"echo: hi"' in body, seen
+    status, body = seen["2026 round trip"]
+    assert status == 200 and '"echo: hi"' in body, seen
+    assert (seen["completed"], seen["status"]) == (1, "completed"), seen
+    assert seen["notified"] == ["notifications/elicitation/complete"], seen
 
 
 @pytest.mark.django_db

@@ -194,15 +194,21 @@ def test_a_store_call_failing_inside_the_callers_transaction_leaves_it_to_the_ca
     from mcp_django import store as store_module
 
     User.objects.create(username="ada")
-    create = store_module.MCPSession.objects.create
+    rows = store_module._rows
     failures = [OperationalError("could not serialize access due to concurrent update")]
 
-    def create_once_failing(**fields: Any) -> Any:
-        if failures:
-            raise failures.pop()
-        return create(**fields)
+    def rows_failing_once(model: Any) -> Any:
+        queryset = rows(model)
+        if model is store_module.MCPSession and failures:
+            error = failures.pop()
 
-    monkeypatch.setattr(store_module.MCPSession.objects, "create", create_once_failing)
+            def create(**fields: Any) -> Any:
+                raise error
+
+            queryset.create = create
+        return queryset
+
+    monkeypatch.setattr(store_module, "_rows", rows_failing_once)
     now = time.time()
     with pytest.raises(OperationalError, match="concurrent update"):
         DjangoStore().create_session(SessionRecord("s1", "2025-11-25", "{}", None, "x", now, now))
