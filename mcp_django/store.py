@@ -775,12 +775,13 @@ def _rows(model: type[M]) -> QuerySet[M]:
 
 def _epoch(value: Any, connection: Any) -> float:
     """A datetime column read with plain SQL, as epoch seconds (SQLite may give text, and a
-    naive time: UTC under ``USE_TZ``, else local wall time, as :func:`_ts` wrote it)."""
+    naive time: under ``USE_TZ`` in the database's zone, UTC unless ``DATABASES[...]["TIME_ZONE"]``
+    names another, as the backend wrote it; else local wall time, as :func:`_ts` wrote it)."""
     if isinstance(value, str):
         value = parse_datetime(value)
     if isinstance(value, dt.datetime):
         if value.tzinfo is None and settings.USE_TZ:
-            value = value.replace(tzinfo=dt.UTC)
+            value = timezone.make_aware(value, connection.timezone)
         return value.timestamp()
     raise TypeError(f"unexpected datetime value from {connection.vendor}: {value!r}")
 

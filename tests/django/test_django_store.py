@@ -238,6 +238,53 @@ def test_the_store_keeps_times_right_without_time_zone_support(local_time: None)
     live workers for dead), and the rows hold local wall time, as the admin shows them."""
     from django.utils import timezone
 
+    _check_times_read_back_as_written(timezone.is_naive)
+
+
+@pytest.fixture
+def database_in_local_time(settings: Any) -> Iterator[None]:
+    """A database that keeps local wall time (``DATABASES[...]["TIME_ZONE"]``, under
+    ``USE_TZ = True``): one shared with an application that writes local times, as Django
+    allows on SQLite, MySQL and MariaDB (on PostgreSQL, which stores the zone, it refuses it)."""
+    from mcp_django.registry import reset_endpoints
+
+    if connection.vendor == "postgresql":
+        pytest.skip("PostgreSQL refuses a database TIME_ZONE under USE_TZ")
+
+    def switch(zone: str | None) -> None:
+        reset_endpoints()
+        connection.settings_dict["TIME_ZONE"] = zone
+        for cached in ("timezone", "timezone_name"):
+            connection.__dict__.pop(cached, None)
+
+    saved = connection.settings_dict.get("TIME_ZONE")
+    settings.TIME_ZONE = "America/New_York"
+    switch("America/New_York")
+    yield
+    switch(saved)
+
+
+@pytest.mark.urls("tests.django.home_site")
+def test_the_store_keeps_times_right_in_a_database_in_local_time(database_in_local_time: None, settings: Any) -> None:
+    """The store's plain SQL read the database's naive times as UTC: five hours early in New
+    York, so with ``SESSION_TTL`` under that every legacy session was gone (404) at the request
+    after its ``initialize``, and a zone east of UTC read them hours late, so a session in use
+    was never marked seen and the purge took it."""
+    from django.test import Client
+    from django.utils import timezone
+
+    from tests.django.test_django_home import legacy_session
+
+    _check_times_read_back_as_written(timezone.is_aware)
+    settings.MCP = {**settings.MCP, "SESSION_TTL": 3600}
+    legacy_session(Client())  # its notifications/initialized is answered 202, not 404
+
+
+def _check_times_read_back_as_written(stored_as: Callable[[Any], bool]) -> None:
+    """Every store write and read, ORM and plain SQL: the times read back are the times written,
+    the rows' times as Django reads them (``stored_as``: naive or aware) are now."""
+    from django.utils import timezone
+
     from mcp_common.elicitation import worker_id
     from mcp_django.models import MCPElicitation, MCPSession
     from tests.store_checks import _new_session, _new_state, _pending_question, _redeem
@@ -246,8 +293,9 @@ def test_the_store_keeps_times_right_without_time_zone_support(local_time: None)
     session = _new_session()
     store.create_session(session)
     assert abs(store.get_session(session.session_id).created - session.created) < 1
+    assert abs(store.get_session(session.session_id).last_seen - session.last_seen) < 1
     stored = MCPSession.objects.get(session_id=session.session_id).created
-    assert timezone.is_naive(stored) and abs((stored - timezone.now()).total_seconds()) < 60
+    assert stored_as(stored) and abs((stored - timezone.now()).total_seconds()) < 60
 
     store.beat_worker(worker_id(), time.time())
     assert abs(store.worker_seen(worker_id()) - time.time()) < 60
@@ -262,7 +310,8 @@ def test_the_store_keeps_times_right_without_time_zone_support(local_time: None)
     redeemed = _redeem(store, state, time.time())
     assert redeemed is not None and abs(redeemed.expires - state.expires) < 1
     row = MCPElicitation.objects.get(id=asked.id)
-    assert row.status == "accepted" and timezone.is_naive(row.updated)
+    assert row.status == "accepted" and stored_as(row.updated)
+    assert abs((row.updated - timezone.now()).total_seconds()) < 60
 
 
 def test_a_purge_removes_events_left_for_a_session_that_is_gone() -> None:
