@@ -15,7 +15,16 @@ from dataclasses import fields
 from typing import Any, TypeVar, cast, overload
 
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError, connections, router, transaction
+from django.db import (
+    DEFAULT_DB_ALIAS,
+    DatabaseError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    connections,
+    router,
+    transaction,
+)
 from django.db.models import Exists, Model, OuterRef, Q, QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -138,10 +147,12 @@ def _retry(fn: Callable[..., T] | None = None, *, rerun: Rerun | None = None) ->
             except DatabaseError as exc:
                 # "no such table: mcp_django_mcpsession" alone does not say what to do, and
                 # gunicorn, unlike runserver, does not mention unapplied migrations.
-                if missing_table(exc.__cause__, connections[_alias()].vendor) and _MIGRATE_HINT not in getattr(
+                alias = _alias()
+                hint = _migrate_hint(alias)
+                if missing_table(exc.__cause__, connections[alias].vendor) and hint not in getattr(
                     exc, "__notes__", ()
                 ):
-                    exc.add_note(_MIGRATE_HINT)
+                    exc.add_note(hint)
                 raise
 
         return wrapper
@@ -149,7 +160,11 @@ def _retry(fn: Callable[..., T] | None = None, *, rerun: Rerun | None = None) ->
     return decorate if fn is None else decorate(fn)
 
 
-_MIGRATE_HINT = "The MCP tables are missing or out of date: run `manage.py migrate`"
+def _migrate_hint(alias: str) -> str:
+    """What to run for missing MCP tables: on the database the routers keep them in, which a
+    plain ``migrate`` (the default database) leaves as it is."""
+    database = "" if alias == DEFAULT_DB_ALIAS else f" --database {alias}"
+    return f"The MCP tables are missing or out of date: run `manage.py migrate{database}`"
 
 
 class DjangoStore:

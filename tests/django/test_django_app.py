@@ -581,6 +581,58 @@ def test_tables_not_migrated_yet_the_log_says_to_run_migrate(caplog: pytest.LogC
     assert "run `manage.py migrate`" in caplog.text
 
 
+SERVE_FROM_AN_UNMIGRATED_DATABASE = """
+import json, logging, os
+from django.conf import settings
+settings.configure(
+    SECRET_KEY="own-database-tests-secret-key-0123456789abcdef-0123456789",
+    ALLOWED_HOSTS=["testserver"],
+    INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "mcp_django"],
+    MIDDLEWARE=["mcp_django.middleware.MCPMiddleware"],
+    DATABASES={
+        "default": {"ENGINE": "django.db.backends.sqlite3", "NAME": os.environ["DEFAULT_DB"]},
+        "mcp": {"ENGINE": "django.db.backends.sqlite3", "NAME": os.environ["MCP_DB"]},
+    },
+    DATABASE_ROUTERS=["tests.django.replica_site.OwnDatabaseRouter"],
+    ROOT_URLCONF="tests.django.replica_site",
+    USE_TZ=True,
+    MCP={"SERVER": "benchmarks.bench_server.mcp"},
+)
+import django
+django.setup()
+from django.core.management import call_command
+from django.test import Client
+call_command("migrate", verbosity=0)  # the MCP tables are not the default database's
+
+class Kept(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.setFormatter(logging.Formatter())
+        self.text = []
+    def emit(self, record):
+        self.text.append(self.format(record))
+kept = Kept()
+logging.getLogger("mcp_common").addHandler(kept)
+init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+response = Client().post("/mcp", json.dumps(init), content_type="application/json",
+                         HTTP_ACCEPT="application/json, text/event-stream")
+print(json.dumps({"status": response.status_code, "log": "\\n".join(kept.text)}))
+"""
+
+
+def test_tables_not_migrated_on_the_routers_database_the_log_names_it(tmp_path: Path) -> None:
+    """A project whose routers keep the MCP tables in a database of their own: the fix the log
+    gave, ``manage.py migrate``, migrates the default database, says "No migrations to apply",
+    and leaves the MCP tables missing. The log names the database to migrate."""
+    done = _run_project(
+        SERVE_FROM_AN_UNMIGRATED_DATABASE, DEFAULT_DB=str(tmp_path / "default.db"), MCP_DB=str(tmp_path / "mcp.db")
+    )
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["status"] == 500 and "no such table: mcp_django_mcpsession" in seen["log"], seen
+    assert "run `manage.py migrate --database mcp`" in seen["log"], seen["log"][-500:]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_store_round_trip() -> None:
     store = DjangoStore()
