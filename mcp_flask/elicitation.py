@@ -54,13 +54,21 @@ def _refuse_if_the_app_holds_the_write_lock(engine: Engine) -> None:
     session = scoped()
     if not session.in_transaction():
         return
-    theirs, ours = getattr(getattr(session.get_bind(), "url", None), "database", None), engine.url.database
-    if not theirs or not ours or os.path.realpath(theirs) != os.path.realpath(ours):
-        return  # another database file (or one in memory, private to its connection)
-    connection = session.connection()  # the transaction's own (it is open already)
-    if getattr(connection.connection.dbapi_connection, "in_transaction", False):
-        raise RuntimeError(
-            "complete_elicitation: the app's database session has uncommitted writes to the "
-            "SQLite file the MCP tables are in, and SQLite lets one connection write at a time: "
-            "call db.session.commit() first, then complete_elicitation"
-        )
+    if engine.url.database in (None, "", ":memory:"):
+        return  # a database in memory is private to its connection: no other writes to it
+    ours = os.path.realpath(engine.url.database)
+    # Every database the app's models are on (its binds too: a model with a ``__bind_key__``
+    # whose file holds the MCP tables), not only the default one, which an app may not have.
+    engines = getattr(extension, "engines", None) or {}
+    for theirs in {id(each): each for each in engines.values()}.values():
+        database = getattr(getattr(theirs, "url", None), "database", None)
+        if theirs.dialect.name != "sqlite" or database in (None, "", ":memory:") or os.path.realpath(database) != ours:
+            continue  # another database, or another file
+        # The transaction's own connection to that file (opened without a write if it had none).
+        connection = session.connection(bind_arguments={"bind": theirs})
+        if getattr(connection.connection.dbapi_connection, "in_transaction", False):
+            raise RuntimeError(
+                "complete_elicitation: the app's database session has uncommitted writes to the "
+                "SQLite file the MCP tables are in, and SQLite lets one connection write at a time: "
+                "call db.session.commit() first, then complete_elicitation"
+            )

@@ -341,6 +341,18 @@ def test_the_default_database_is_reached_with_flask_sqlalchemys_engine_options(t
     get_state(app).close()
 
 
+def _refused_at_once_then_committed(db: Any) -> None:
+    """``complete_elicitation`` refuses, without waiting for SQLite's lock, while ``db.session``
+    holds a write to the MCP file; then the session commits."""
+    import time
+
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"db\.session\.commit\(\)"):
+        mcp_flask.complete_elicitation("deposit-1")
+    assert time.monotonic() - started < 2
+    db.session.commit()
+
+
 def test_completing_between_a_flush_and_the_commit_on_a_shared_sqlite_file_says_commit_first(
     tmp_path: Path,
 ) -> None:
@@ -348,8 +360,6 @@ def test_completing_between_a_flush_and_the_commit_on_a_shared_sqlite_file_says_
     question before it commits: on SQLite, whose file has one writer, the app's own open write
     would make the completion wait 20 s and fail with "database is locked". It is refused at
     once, saying what to do; after the commit it goes through."""
-    import time
-
     from flask_sqlalchemy import SQLAlchemy
 
     app = Flask("webhook", instance_path=str(tmp_path / "instance"))
@@ -368,14 +378,51 @@ def test_completing_between_a_flush_and_the_commit_on_a_shared_sqlite_file_says_
         db.session.commit()
         db.session.get(Order, 1).paid = 1
         db.session.flush()
-        started = time.monotonic()
-        with pytest.raises(RuntimeError, match=r"db\.session\.commit\(\)"):
-            mcp_flask.complete_elicitation("deposit-1")
-        assert time.monotonic() - started < 2
-        db.session.commit()
+        _refused_at_once_then_committed(db)
         assert mcp_flask.complete_elicitation("deposit-1") == 0  # nothing asked under it: no wait
         # Only reads in the session's transaction: nothing to wait for.
         assert db.session.get(Order, 1).paid == 1
+        assert mcp_flask.complete_elicitation("deposit-1") == 0
+        db.session.remove()
+    get_state(app).close()
+
+
+def test_completing_with_an_uncommitted_write_to_a_bind_in_the_mcp_sqlite_file_says_commit_first(
+    tmp_path: Path,
+) -> None:
+    """The app's models on ``SQLALCHEMY_BINDS`` (no default database at all), the MCP tables in
+    the file of one of them: the webhook's flushed write to that bind is seen, and refused at
+    once, as a write to the default database is (it was missed: the completion waited 20 s and
+    failed with "database is locked"; an app with binds only crashed on its first flush)."""
+    from flask_sqlalchemy import SQLAlchemy
+
+    shared = f"sqlite:///{tmp_path / 'orders.db'}"
+    app = Flask("binds", instance_path=str(tmp_path / "instance"))
+    app.config.update(
+        SECRET_KEY="x" * 40,
+        SQLALCHEMY_BINDS={"orders": shared, "users": f"sqlite:///{tmp_path / 'users.db'}"},
+        MCP_DATABASE_URI=shared,
+    )
+    db = SQLAlchemy(app)
+
+    class Order(db.Model):  # type: ignore[name-defined,misc]
+        __bind_key__ = "orders"
+        id = db.Column(db.Integer, primary_key=True)
+
+    class Member(db.Model):  # type: ignore[name-defined,misc]
+        __bind_key__ = "users"
+        id = db.Column(db.Integer, primary_key=True)
+
+    MCP(app, server=server, db=db)
+    MCP.migrate(app)
+    with app.app_context():
+        db.create_all(bind_key=["orders", "users"])
+        db.session.add(Member(id=1))
+        db.session.flush()  # another file's write: nothing to wait for
+        assert mcp_flask.complete_elicitation("deposit-1") == 0
+        db.session.add(Order(id=1))
+        db.session.flush()
+        _refused_at_once_then_committed(db)
         assert mcp_flask.complete_elicitation("deposit-1") == 0
         db.session.remove()
     get_state(app).close()
