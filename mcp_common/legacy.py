@@ -401,6 +401,7 @@ class SessionContext:
         )
 
     async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
+        self.endpoint.before_sending(method)
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             message["params"] = dict(params)
@@ -436,6 +437,7 @@ class SessionChannel:
         return await self.endpoint.legacy.request_client(self.session, None, method, params, timeout)
 
     async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
+        self.endpoint.before_sending(method)
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             message["params"] = dict(params)
@@ -1038,6 +1040,7 @@ class LegacyProtocol:
             # could never send the question.
             raise NoBackChannelError(method)
         endpoint = self.endpoint
+        endpoint.before_sending(method)
         store = endpoint.store
         session_id = session.session_id
         request_id = f"srv-{uuid.uuid4().hex}"

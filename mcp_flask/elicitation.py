@@ -34,16 +34,17 @@ def complete_elicitation(elicitation_id: str, server: str | None = None, *, app:
 
     check_completion(elicitation_id, server)
     state = get_state(app)
-    _refuse_if_the_app_holds_the_write_lock(state.engine)
+    refuse_if_the_app_holds_the_write_lock(state.engine, "complete_elicitation", "complete_elicitation")
     return complete_for_application(state.store, elicitation_id, server)
 
 
-def _refuse_if_the_app_holds_the_write_lock(engine: Engine) -> None:
-    """The completion commits on the extension's own connection. On SQLite a file has one
-    writer: a write of the app's own session (Flask-SQLAlchemy's ``db.session``, flushed but
-    not committed) to the same file would make it wait, then fail with "database is locked".
-    Refused at once instead, saying what to do. (Elsewhere the completion stands even if the
-    app's transaction rolls back: the README says to complete after the commit.)"""
+def refuse_if_the_app_holds_the_write_lock(engine: Engine, action: str, then: str) -> None:
+    """``action`` (a completion, a tool's question to its client) commits on the extension's
+    own connection. On SQLite a file has one writer: a write of the app's own session
+    (Flask-SQLAlchemy's ``db.session``, flushed but not committed) to the same file would make
+    it wait, then fail with "database is locked". Refused at once instead, saying what to do.
+    (Elsewhere a completion stands even if the app's transaction rolls back: the README says
+    to complete after the commit.)"""
     if engine.dialect.name != "sqlite" or not has_app_context():
         return
     extension = current_app.extensions.get("sqlalchemy")
@@ -68,7 +69,7 @@ def _refuse_if_the_app_holds_the_write_lock(engine: Engine) -> None:
         connection = session.connection(bind_arguments={"bind": theirs})
         if getattr(connection.connection.dbapi_connection, "in_transaction", False):
             raise RuntimeError(
-                "complete_elicitation: the app's database session has uncommitted writes to the "
-                "SQLite file the MCP tables are in, and SQLite lets one connection write at a time: "
-                "call db.session.commit() first, then complete_elicitation"
+                f"{action}: the app's database session has uncommitted writes to the SQLite file "
+                "the MCP tables are in, and SQLite lets one connection write at a time: call "
+                f"db.session.commit() first, then {then}"
             )

@@ -14,7 +14,7 @@ import contextvars
 import copy
 import logging
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import Flask, current_app, has_app_context, has_request_context
 from flask.ctx import RequestContext
@@ -26,7 +26,10 @@ from mcp_common import _sdk
 from mcp_common.config import MCPConfig
 from mcp_common.endpoint import MCPEndpoint
 from mcp_common.http import HTTPRequest, HTTPResponse
-from mcp_common.store import SessionStore
+from mcp_flask.elicitation import refuse_if_the_app_holds_the_write_lock
+
+if TYPE_CHECKING:
+    from mcp_flask.store import SQLAlchemyStore
 
 logger = logging.getLogger("mcp_flask")
 
@@ -125,9 +128,11 @@ class StreamedSession(SecureCookieSession):
 class FlaskEndpoint(MCPEndpoint):
     """An ``MCPEndpoint`` bound to the Flask application that serves it."""
 
-    def __init__(self, app: Flask, server: Any, config: MCPConfig, store: SessionStore) -> None:
+    def __init__(self, app: Flask, server: Any, config: MCPConfig, store: SQLAlchemyStore) -> None:
         super().__init__(server, config, store)
         self.app = app
+        self.engine = store.engine
+        self.sqlite = store.engine.dialect.name == "sqlite"
         install_app_context(server)
 
     def lifespan_context(self) -> contextlib.AbstractContextManager[Any]:
@@ -142,6 +147,15 @@ class FlaskEndpoint(MCPEndpoint):
         if has_app_context() and current_app._get_current_object() is self.app:  # type: ignore[attr-defined]
             return contextlib.nullcontext()
         return self.app.app_context()
+
+    def before_sending(self, method: str) -> None:
+        # A legacy message (a question, a progress or log notification) is written on the
+        # store's connection: an uncommitted write of the handler's own ``db.session`` to the
+        # same SQLite file would make that write wait 20 s and fail with "database is locked"
+        # (and a question that waited would keep every other writer out while the user thinks).
+        # Costs an attribute test per message on other databases.
+        if self.sqlite:
+            refuse_if_the_app_holds_the_write_lock(self.engine, f"sending {method} to the client", "send it")
 
     def response_started(self, request: HTTPRequest, handler: str) -> None:
         # Flask saves the view's session into the response after the view returns, while the

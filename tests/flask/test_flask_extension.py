@@ -428,6 +428,71 @@ def test_completing_with_an_uncommitted_write_to_a_bind_in_the_mcp_sqlite_file_s
     get_state(app).close()
 
 
+def test_a_legacy_tool_sending_with_an_uncommitted_write_to_the_shared_sqlite_file_is_told_to_commit_first(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A legacy tool records a reservation (``db.session.flush()``) and asks the user to confirm
+    it, the MCP tables in the app's own SQLite file (the default with Flask-SQLAlchemy): the
+    question's row could not be written while the tool's session held the file's one write
+    lock, so the call hung 20 s and failed with "database is locked". It fails at once, and
+    the log says what to do; a tool that commits first is asked. A log or progress notification,
+    written to the event log, likewise."""
+    import time
+
+    from flask_sqlalchemy import SQLAlchemy
+
+    app = Flask("reserve", instance_path=str(tmp_path / "instance"))
+    app.config.update(SECRET_KEY="x" * 40, SQLALCHEMY_DATABASE_URI="sqlite:///app.db", MCP_WAIT_DETACH_SECONDS=1)
+    db = SQLAlchemy(app)
+
+    class Reservation(db.Model):  # type: ignore[name-defined,misc]
+        id = db.Column(db.Integer, primary_key=True)
+
+    asking = MCPServer("Reservations")
+
+    @asking.tool()
+    async def reserve(ctx: Context, commit: bool, then: str) -> str:
+        db.session.add(Reservation())
+        if commit:
+            db.session.commit()
+        else:
+            db.session.flush()
+        if then == "log":
+            await ctx.info("Reserved.")
+            return "logged"
+        return str(await ctx.elicit("Which edition?", schema=Edition))
+
+    MCP(app, server=asking, db=db)
+    MCP.migrate(app)
+    with app.app_context():
+        db.create_all()
+    client = app.test_client()
+    opened = client.post(
+        "/mcp",
+        json={**INITIALIZE, "params": {**INITIALIZE["params"], "capabilities": {"elicitation": {"form": {}}}}},
+        headers={"Accept": SSE_AND_JSON},
+    )
+    headers = {"Accept": SSE_AND_JSON, "Mcp-Session-Id": opened.headers["Mcp-Session-Id"]}
+    headers["MCP-Protocol-Version"] = "2025-11-25"
+
+    def call(commit: bool, then: str = "ask") -> str:
+        body = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "reserve", "arguments": {}}}
+        body["params"]["arguments"] = {"commit": commit, "then": then}
+        return client.post("/mcp", json=body, headers=headers).get_data(as_text=True)
+
+    for then in ("ask", "log"):
+        caplog.clear()
+        started = time.monotonic()
+        with caplog.at_level(logging.ERROR):
+            answer = call(commit=False, then=then)
+        assert time.monotonic() - started < 4
+        assert '"isError":true' in answer and "elicitation/create" not in answer
+        assert "db.session.commit() first, then send it" in caplog.text
+    assert "Reserved." in call(commit=True, then="log")
+    assert "elicitation/create" in call(commit=True)  # asked: its row was written
+    get_state(app).close()
+
+
 def test_a_short_secret_key_is_logged_once_however_many_apps_use_it(
     make_app: Callable[..., Flask], caplog: pytest.LogCaptureFixture
 ) -> None:
