@@ -4,6 +4,7 @@ Celery task, ``flask shell``."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from flask import Flask, current_app, has_app_context
 from sqlalchemy import Engine
@@ -67,9 +68,22 @@ def refuse_if_the_app_holds_the_write_lock(engine: Engine, action: str, then: st
             continue  # another database, or another file
         # The transaction's own connection to that file (opened without a write if it had none).
         connection = session.connection(bind_arguments={"bind": theirs})
-        if getattr(connection.connection.dbapi_connection, "in_transaction", False):
+        if _wrote(connection.connection.dbapi_connection):
             raise RuntimeError(
                 f"{action}: the app's database session has uncommitted writes to the SQLite file "
                 "the MCP tables are in, and SQLite lets one connection write at a time: call "
                 f"db.session.commit() first, then {then}"
             )
+
+
+def _wrote(dbapi_connection: Any) -> bool:
+    """Whether a pysqlite connection holds uncommitted writes. Under its default (legacy)
+    transaction control it begins a transaction only before a write, so an open one is a
+    write. A connection that begins its own (``isolation_level=None`` with a ``BEGIN`` emitted
+    on SQLAlchemy's begin event, SQLAlchemy's recipe for SAVEPOINTs; Python 3.12's
+    ``autocommit=False``) is in one after a mere read, which blocks no writer: not refused."""
+    if getattr(dbapi_connection, "isolation_level", None) is None:
+        return False
+    if getattr(dbapi_connection, "autocommit", -1) != -1:  # -1: sqlite3.LEGACY_TRANSACTION_CONTROL
+        return False
+    return bool(getattr(dbapi_connection, "in_transaction", False))

@@ -428,21 +428,16 @@ def test_completing_with_an_uncommitted_write_to_a_bind_in_the_mcp_sqlite_file_s
     get_state(app).close()
 
 
-def test_a_legacy_tool_sending_with_an_uncommitted_write_to_the_shared_sqlite_file_is_told_to_commit_first(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """A legacy tool records a reservation (``db.session.flush()``) and asks the user to confirm
-    it, the MCP tables in the app's own SQLite file (the default with Flask-SQLAlchemy): the
-    question's row could not be written while the tool's session held the file's one write
-    lock, so the call hung 20 s and failed with "database is locked". It fails at once, and
-    the log says what to do; a tool that commits first is asked. A log or progress notification,
-    written to the event log, likewise."""
-    import time
-
+def _reservations(tmp_path: Path, **config: Any) -> tuple[Flask, Callable[..., str]]:
+    """An app whose models and MCP tables share one SQLite file (the default with
+    Flask-SQLAlchemy), with a legacy session open, and ``call(first, then)``: its tool
+    ``reserve`` first ``write``s a reservation (flushed), ``commit``s one or ``read``s them, then
+    asks (``ask``) or logs (``log``)."""
     from flask_sqlalchemy import SQLAlchemy
 
     app = Flask("reserve", instance_path=str(tmp_path / "instance"))
     app.config.update(SECRET_KEY="x" * 40, SQLALCHEMY_DATABASE_URI="sqlite:///app.db", MCP_WAIT_DETACH_SECONDS=1)
+    app.config.update(config)
     db = SQLAlchemy(app)
 
     class Reservation(db.Model):  # type: ignore[name-defined,misc]
@@ -451,12 +446,12 @@ def test_a_legacy_tool_sending_with_an_uncommitted_write_to_the_shared_sqlite_fi
     asking = MCPServer("Reservations")
 
     @asking.tool()
-    async def reserve(ctx: Context, commit: bool, then: str) -> str:
-        db.session.add(Reservation())
-        if commit:
-            db.session.commit()
+    async def reserve(ctx: Context, first: str, then: str) -> str:
+        if first == "read":
+            db.session.query(Reservation).count()
         else:
-            db.session.flush()
+            db.session.add(Reservation())
+            db.session.commit() if first == "commit" else db.session.flush()
         if then == "log":
             await ctx.info("Reserved.")
             return "logged"
@@ -475,21 +470,51 @@ def test_a_legacy_tool_sending_with_an_uncommitted_write_to_the_shared_sqlite_fi
     headers = {"Accept": SSE_AND_JSON, "Mcp-Session-Id": opened.headers["Mcp-Session-Id"]}
     headers["MCP-Protocol-Version"] = "2025-11-25"
 
-    def call(commit: bool, then: str = "ask") -> str:
-        body = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "reserve", "arguments": {}}}
-        body["params"]["arguments"] = {"commit": commit, "then": then}
+    def call(first: str, then: str) -> str:
+        params = {"name": "reserve", "arguments": {"first": first, "then": then}}
+        body = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
         return client.post("/mcp", json=body, headers=headers).get_data(as_text=True)
 
+    return app, call
+
+
+def test_a_legacy_tool_sending_with_an_uncommitted_write_to_the_shared_sqlite_file_is_told_to_commit_first(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A legacy tool records a reservation (``db.session.flush()``) and asks the user to confirm
+    it: the question's row could not be written while the tool's session held the file's one
+    write lock, so the call hung 20 s and failed with "database is locked". It fails at once,
+    and the log says what to do; a tool that commits first is asked. A log or progress
+    notification, written to the event log, likewise."""
+    import time
+
+    app, call = _reservations(tmp_path)
     for then in ("ask", "log"):
         caplog.clear()
         started = time.monotonic()
         with caplog.at_level(logging.ERROR):
-            answer = call(commit=False, then=then)
+            answer = call("write", then)
         assert time.monotonic() - started < 4
         assert '"isError":true' in answer and "elicitation/create" not in answer
         assert "db.session.commit() first, then send it" in caplog.text
-    assert "Reserved." in call(commit=True, then="log")
-    assert "elicitation/create" in call(commit=True)  # asked: its row was written
+    assert "Reserved." in call("commit", "log")
+    assert "elicitation/create" in call("commit", "ask")  # asked: its row was written
+    assert "Reserved." in call("read", "log")  # a read holds no write lock
+    get_state(app).close()
+
+
+def test_a_tool_that_only_read_in_a_transaction_it_began_itself_sends_as_ever(tmp_path: Path) -> None:
+    """SQLAlchemy's pysqlite recipe for SAVEPOINTs (``isolation_level=None``, ``BEGIN`` on the
+    begin event) has a transaction open after a mere read, which blocks no writer: the tool's
+    log goes out."""
+    from sqlalchemy import event
+
+    options = {"connect_args": {"isolation_level": None}}
+    app, call = _reservations(tmp_path, SQLALCHEMY_ENGINE_OPTIONS=options, MCP_ENGINE_OPTIONS={})
+    with app.app_context():
+        engine = app.extensions["sqlalchemy"].engine
+        event.listen(engine, "begin", lambda connection: connection.exec_driver_sql("BEGIN"))
+    assert "Reserved." in call("read", "log")
     get_state(app).close()
 
 
