@@ -377,12 +377,13 @@ class MCPEndpoint:
         hours): adapters let go of what the call holds meanwhile (Django: the thread its ORM
         work ran on, with that thread's connections)."""
 
-    def before_sending(self, method: str) -> None:
-        """Called on the legacy wire, in the sending handler's context, before a message it sends
-        the client (a request such as ``elicitation/create``, a notification such as
-        ``notifications/progress``) is written to the store: an adapter raises for what would
-        make that write wait (Flask: the app's own uncommitted write to the SQLite file the
-        store is in)."""
+    def before_sending(self, what: str) -> None:
+        """Called in the sending handler's context (or the request's, after it) before what it
+        sends the client is written to the store: on the legacy wire a request
+        (``elicitation/create``...) or a notification (``notifications/progress``...), on the
+        2026-07-28 wire an ``input_required`` result's state and questions. ``what`` names it
+        for a message. An adapter raises for what would make that write wait (Flask: the app's
+        own uncommitted write to the SQLite file the store is in)."""
 
     def response_started(self, request: HTTPRequest, handler: str) -> None:
         """Called on the event loop, in the context the call's handler runs in, when the call's

@@ -215,6 +215,7 @@ def persist_sync(
     requests = result.get("inputRequests")
     if not isinstance(sealed, str) and not requests:
         return result
+    endpoint.before_sending("an input_required result")
     state_id = new_row_id()
     now = time.time()
     expires = now + endpoint.config.request_state_ttl

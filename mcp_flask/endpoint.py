@@ -148,14 +148,15 @@ class FlaskEndpoint(MCPEndpoint):
             return contextlib.nullcontext()
         return self.app.app_context()
 
-    def before_sending(self, method: str) -> None:
-        # A legacy message (a question, a progress or log notification) is written on the
-        # store's connection: an uncommitted write of the handler's own ``db.session`` to the
-        # same SQLite file would make that write wait 20 s and fail with "database is locked"
-        # (and a question that waited would keep every other writer out while the user thinks).
+    def before_sending(self, what: str) -> None:
+        # A legacy message (a question, a progress or log notification) or a 2026-07-28
+        # question is written on the store's connection: an uncommitted write of the handler's
+        # own ``db.session`` to the same SQLite file would make that write wait 20 s and fail
+        # with "database is locked" (and a question that waited would keep every other writer
+        # out while the user thinks).
         # Costs an attribute test per message on other databases.
         if self.sqlite:
-            refuse_if_the_app_holds_the_write_lock(self.engine, f"sending {method} to the client", "send it")
+            refuse_if_the_app_holds_the_write_lock(self.engine, f"sending {what} to the client", "send it")
 
     def response_started(self, request: HTTPRequest, handler: str) -> None:
         # Flask saves the view's session into the response after the view returns, while the

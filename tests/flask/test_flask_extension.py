@@ -12,12 +12,12 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from flask import Flask
 from mcp.server import MCPServer
-from mcp.server.mcpserver import Context
+from mcp.server.mcpserver import Context, Elicit, ElicitationResult, Resolve
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
 from pydantic import BaseModel
 
@@ -428,11 +428,20 @@ def test_completing_with_an_uncommitted_write_to_a_bind_in_the_mcp_sqlite_file_s
     get_state(app).close()
 
 
-def _reservations(tmp_path: Path, **config: Any) -> tuple[Flask, Callable[..., str]]:
+async def _write_then_ask() -> Elicit:
+    """A resolver that records a reservation (flushed, not committed), then asks."""
+    from flask import current_app
+    from sqlalchemy import text
+
+    current_app.extensions["sqlalchemy"].session.execute(text("INSERT INTO reservation DEFAULT VALUES"))
+    return Elicit("Which edition?", Edition)
+
+
+def _reservations(tmp_path: Path, **config: Any) -> tuple[Flask, Callable[..., str], Callable[[str], Any]]:
     """An app whose models and MCP tables share one SQLite file (the default with
     Flask-SQLAlchemy), with a legacy session open, and ``call(first, then)``: its tool
     ``reserve`` first ``write``s a reservation (flushed), ``commit``s one or ``read``s them, then
-    asks (``ask``) or logs (``log``)."""
+    asks (``ask``) or logs (``log``); and ``call_modern(name)``, a 2026-07-28 call of a tool."""
     from flask_sqlalchemy import SQLAlchemy
 
     app = Flask("reserve", instance_path=str(tmp_path / "instance"))
@@ -457,6 +466,10 @@ def _reservations(tmp_path: Path, **config: Any) -> tuple[Flask, Callable[..., s
             return "logged"
         return str(await ctx.elicit("Which edition?", schema=Edition))
 
+    @asking.tool()
+    async def reserve_and_ask(edition: Annotated[ElicitationResult[Edition], Resolve(_write_then_ask)]) -> str:
+        return str(edition)
+
     MCP(app, server=asking, db=db)
     MCP.migrate(app)
     with app.app_context():
@@ -475,10 +488,17 @@ def _reservations(tmp_path: Path, **config: Any) -> tuple[Flask, Callable[..., s
         body = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
         return client.post("/mcp", json=body, headers=headers).get_data(as_text=True)
 
-    return app, call
+    def call_modern(name: str) -> Any:
+        meta = {PROTOCOL_VERSION_META_KEY: "2026-07-28", CLIENT_CAPABILITIES_META_KEY: {"elicitation": {"form": {}}}}
+        params = {"name": name, "arguments": {}, "_meta": meta}
+        body = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params}
+        modern = {"Accept": SSE_AND_JSON, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call"}
+        return client.post("/mcp", json=body, headers={**modern, "Mcp-Name": name})
+
+    return app, call, call_modern
 
 
-def test_a_legacy_tool_sending_with_an_uncommitted_write_to_the_shared_sqlite_file_is_told_to_commit_first(
+def test_a_tool_sending_with_an_uncommitted_write_to_the_shared_sqlite_file_is_told_to_commit_first(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A legacy tool records a reservation (``db.session.flush()``) and asks the user to confirm
@@ -488,7 +508,7 @@ def test_a_legacy_tool_sending_with_an_uncommitted_write_to_the_shared_sqlite_fi
     notification, written to the event log, likewise."""
     import time
 
-    app, call = _reservations(tmp_path)
+    app, call, call_modern = _reservations(tmp_path)
     for then in ("ask", "log"):
         caplog.clear()
         started = time.monotonic()
@@ -500,6 +520,13 @@ def test_a_legacy_tool_sending_with_an_uncommitted_write_to_the_shared_sqlite_fi
     assert "Reserved." in call("commit", "log")
     assert "elicitation/create" in call("commit", "ask")  # asked: its row was written
     assert "Reserved." in call("read", "log")  # a read holds no write lock
+    # A 2026-07-28 resolver that wrote, then asks: its question's row, likewise.
+    caplog.clear()
+    started = time.monotonic()
+    with caplog.at_level(logging.ERROR):
+        answer = call_modern("reserve_and_ask")
+    assert time.monotonic() - started < 4
+    assert answer.status_code == 500 and "db.session.commit() first, then send it" in caplog.text
     get_state(app).close()
 
 
@@ -510,7 +537,7 @@ def test_a_tool_that_only_read_in_a_transaction_it_began_itself_sends_as_ever(tm
     from sqlalchemy import event
 
     options = {"connect_args": {"isolation_level": None}}
-    app, call = _reservations(tmp_path, SQLALCHEMY_ENGINE_OPTIONS=options, MCP_ENGINE_OPTIONS={})
+    app, call, _ = _reservations(tmp_path, SQLALCHEMY_ENGINE_OPTIONS=options, MCP_ENGINE_OPTIONS={})
     with app.app_context():
         engine = app.extensions["sqlalchemy"].engine
         event.listen(engine, "begin", lambda connection: connection.exec_driver_sql("BEGIN"))
