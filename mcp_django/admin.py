@@ -8,8 +8,9 @@ from typing import Any
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.options import IncorrectLookupParameters
-from django.contrib.admin.views.main import SEARCH_VAR
-from django.contrib.auth import get_permission_codename
+from django.contrib.admin.views.main import SEARCH_VAR, ChangeList
+from django.contrib.auth import get_permission_codename, get_user_model
+from django.core.exceptions import ValidationError
 from django.db import connections
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
@@ -17,13 +18,54 @@ from django.utils.text import Truncator, smart_split
 
 from mcp_common.store import OPEN_STATUSES, SQLITE_LIKE_LIMIT, sqlite_cannot_search
 from mcp_django.models import MCPElicitation
+from mcp_django.views import USER_PRINCIPAL
+
+MAX_USERS_SEARCHED = 100
+"""A search names at most this many users' questions (the users whose name contains it)."""
+
+
+def _user_names(principals: set[str | None]) -> dict[str, str]:
+    """The names (``USERNAME_FIELD``) of the users among ``principals``: one query."""
+    user_model = get_user_model()
+    pks: dict[Any, str] = {}
+    for principal in principals:
+        if principal and principal.startswith(USER_PRINCIPAL):
+            try:
+                pks[user_model._meta.pk.to_python(principal.removeprefix(USER_PRINCIPAL))] = principal
+            except ValidationError:
+                continue  # not a key of this user model (written under another one)
+    if not pks:
+        return {}
+    rows = user_model._default_manager.filter(pk__in=pks).values_list("pk", user_model.USERNAME_FIELD)
+    return {pks[pk]: str(name) for pk, name in rows}
+
+
+def _user_principals(search_term: str) -> list[str]:
+    """The principals of the users whose name contains ``search_term``."""
+    term = search_term.strip()
+    if not term or "\x00" in term:
+        return []
+    user_model = get_user_model()
+    matching = user_model._default_manager.filter(**{f"{user_model.USERNAME_FIELD}__icontains": term})
+    return [f"{USER_PRINCIPAL}{pk}" for pk in matching.values_list("pk", flat=True)[:MAX_USERS_SEARCHED]]
+
+
+class _NamedChangeList(ChangeList):
+    """A page of questions, each knowing the name of the user it was asked of."""
+
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        rows = list(self.result_list)  # evaluated once: the page's template reads these rows
+        names = _user_names({row.principal for row in rows})
+        for row in rows:
+            row.asked_of_name = names.get(row.principal or "")
 
 
 @admin.register(MCPElicitation)
 class MCPElicitationAdmin(admin.ModelAdmin):
     # The question itself is what staff review; server and mode are filters, the rest is on
     # the question's own page.
-    list_display = ("created", "tool", "question", "status", "elicitation_id", "principal")
+    list_display = ("created", "tool", "question", "status", "elicitation_id", "asked_by")
     list_filter = ("status", "mode", "server_name")
     search_fields = ("id", "elicitation_id", "principal", "tool", "message", "session_id")
     date_hierarchy = "created"
@@ -34,6 +76,16 @@ class MCPElicitationAdmin(admin.ModelAdmin):
     @admin.display(description="Question", ordering="message")
     def question(self, obj: MCPElicitation) -> str:
         return Truncator(obj.message).chars(80)
+
+    @admin.display(description="User", ordering="principal")
+    def asked_by(self, obj: MCPElicitation) -> str | None:
+        # The user's name where the principal is a user of this project, else the principal
+        # as the authentication wrote it (a token's; a user deleted since); None: anonymous.
+        name = getattr(obj, "asked_of_name", None)
+        return name if name is not None else obj.principal
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return _NamedChangeList
 
     # PostgreSQL text cannot hold NUL, and its driver refuses to look one up (a 500): a filter,
     # a selected row or an object id with one matches nothing, as on any other database. The
@@ -59,7 +111,12 @@ class MCPElicitationAdmin(admin.ModelAdmin):
                 messages.WARNING,
             )
             return queryset.none(), False
-        return super().get_search_results(request, queryset, search_term)
+        results, duplicates = super().get_search_results(request, queryset, search_term)
+        # And the questions asked of the users whose name contains the search.
+        principals = _user_principals(search_term)
+        if principals:
+            results = results | queryset.filter(principal__in=principals)
+        return results, duplicates
 
     def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Any:
         return None if "\x00" in object_id else super().get_object(request, object_id, from_field)

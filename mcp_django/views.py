@@ -64,9 +64,13 @@ def _is_django_lazy_user(user: LazyObject) -> bool:
     return getattr(setup, "__module__", None) == "django.contrib.auth.middleware"
 
 
+USER_PRINCIPAL = "django-user:"
+"""The principal of an authenticated Django user: this prefix and the user's primary key."""
+
+
 def _principal(user: Any) -> str | None:
     if user is not None and getattr(user, "is_authenticated", False):
-        return f"django-user:{user.pk}"
+        return f"{USER_PRINCIPAL}{user.pk}"
     return None
 
 

@@ -32,8 +32,10 @@ PASSWORD = "pw-for-browser-tests-only"
 
 
 def questions(store: DjangoStore) -> dict[str, str]:
-    """A pending form question, a pending URL question in a legacy session, an answered one."""
+    """A pending form question, a pending URL question in a legacy session (both asked of the
+    user ``ada``), an answered one."""
     now = time.time()
+    principal = f"django-user:{User.objects.create_user('ada').pk}"
     session_id = uuid.uuid4().hex
     store.create_session(SessionRecord(session_id, "2025-11-25", "{}", None, "Bistro", now, now))
     form = new_record(
@@ -45,7 +47,7 @@ def questions(store: DjangoStore) -> dict[str, str]:
             "requestedSchema": {"type": "object", "properties": {"alternative_date": {"type": "string"}}},
         },
         request_key="date",
-        principal="django-user:7",
+        principal=principal,
         expires=now + 600,
         state_id=uuid.uuid4().hex,
     )
@@ -59,7 +61,7 @@ def questions(store: DjangoStore) -> dict[str, str]:
             "elicitationId": "deposit-17",
         },
         request_key="srv-1",
-        principal="django-user:7",
+        principal=principal,
         expires=now + 600,
         session_id=session_id,
         owner="host:1:x",

@@ -768,6 +768,55 @@ def test_staff_review_and_complete_elicitations_in_the_admin() -> None:
     assert anonymous.status_code == 302
 
 
+def test_the_admin_names_the_user_who_was_asked_and_finds_questions_by_user() -> None:
+    """Staff reviewing a question see who it was asked of by name, not ``django-user:17``, and
+    find a user's questions by searching their name. One query names a page's users, however
+    many rows it lists; a principal that is no user (a token's, a deleted user's) shows as is."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    store = DjangoStore()
+    staff = User.objects.create_superuser("staff", "staff@example.com", "pw-for-tests-only")
+    ada = User.objects.create_user("ada.lovelace", "ada@example.com")
+    gone = User.objects.create_user("gone")
+    gone_principal = f"django-user:{gone.pk}"
+    gone.delete()
+    rows = {
+        "ada": url_row(store, None, "dep-ada", request_key="k-ada", principal=f"django-user:{ada.pk}"),
+        "token": url_row(store, None, "dep-token", request_key="k-token", principal="token:ci-bot"),
+        "gone": url_row(store, None, "dep-gone", request_key="k-gone", principal=gone_principal),
+        "anonymous": url_row(store, None, "dep-anon", request_key="k-anon"),
+    }
+    client = Client()
+    client.force_login(staff)
+
+    def listed(query: str = "") -> tuple[str, int]:
+        user_table = User._meta.db_table
+        with CaptureQueriesContext(connection) as queries:
+            page = client.get(f"/admin/mcp_django/mcpelicitation/{query}")
+        assert page.status_code == 200
+        return page.content.decode(), sum(user_table in q["sql"] and "IN (" in q["sql"] for q in queries)
+
+    page, lookups = listed()
+    assert '<td class="field-asked_by">ada.lovelace</td>' in page
+    assert '<td class="field-asked_by">token:ci-bot</td>' in page
+    assert f'<td class="field-asked_by">{gone_principal}</td>' in page
+    assert '<td class="field-asked_by">-</td>' in page  # anonymous: Django's empty value
+    assert lookups == 1
+    # More users on the page, still one lookup.
+    for n in range(5):
+        user = User.objects.create_user(f"user{n}")
+        url_row(store, None, f"dep-{n}", request_key=f"k-{n}", principal=f"django-user:{user.pk}")
+    page, lookups = listed()
+    assert '<td class="field-asked_by">user4</td>' in page and lookups == 1
+    # Search by the user's name, or part of it: their questions, no one else's.
+    page, _ = listed("?q=lovelace")
+    assert "dep-ada" in page and "dep-token" not in page and "dep-1" not in page
+    page, _ = listed("?q=ci-bot")  # the principal itself is searched as before
+    assert "dep-token" in page and "dep-ada" not in page
+    assert rows["ada"].id in listed("?q=ada.lovelace")[0]
+
+
 def test_the_admin_answers_a_nul_in_a_filter_an_id_or_a_selection_as_matching_nothing() -> None:
     """PostgreSQL text cannot hold NUL, and its driver refuses to look one up: such a filter,
     object id or selected row matches nothing, as on any database (not a 500)."""
