@@ -454,13 +454,21 @@ class MCPEndpoint:
         try:
             return self._handle(request)
         except Exception:
-            return self._failed()
+            return self._failed(request)
 
-    def _failed(self) -> HTTPResponse:
+    def _failed(self, request: HTTPRequest) -> HTTPResponse:
         # The host application is never broken by a bug of ours, nor by a database failing
-        # under us: log it, answer JSON (a framework would answer its HTML error page).
+        # under us: log it, answer JSON (a framework would answer its HTML error page), under
+        # the request's id when its body is a request with one.
         logger.exception("MCP endpoint %r failed to serve a request", self.name)
-        return error_response(500, INTERNAL_ERROR, "Internal server error")
+        try:
+            decoded = request.json()
+        except Exception:  # not JSON: no id to answer under (and the answer must not fail)
+            decoded = None
+        request_id = decoded.get("id") if isinstance(decoded, dict) else None
+        if type(request_id) is not str and type(request_id) is not int:
+            request_id = None  # none, or not an id JSON-RPC allows (null, a bool, a float...)
+        return error_response(500, INTERNAL_ERROR, "Internal server error", request_id)
 
     def _handle(self, request: HTTPRequest) -> HTTPResponse:
         self._process_check()
@@ -500,7 +508,7 @@ class MCPEndpoint:
         try:
             return await self._handle_from_other_loop(request)
         except Exception:
-            return self._failed()
+            return self._failed(request)
 
     async def _handle_from_other_loop(self, request: HTTPRequest) -> HTTPResponse:
         self._process_check()
@@ -539,6 +547,6 @@ class MCPEndpoint:
                 return await handle_modern(self, request)
             return await self.legacy.handle(request)
         except Exception:
-            return self._failed()
+            return self._failed(request)
         finally:
             current_request.reset(token)

@@ -1281,7 +1281,13 @@ def test_a_store_failing_in_the_requests_own_thread_is_a_json_rpc_500(
     with caplog.at_level(logging.ERROR, logger="mcp_common"):
         response = point.handle(call) if entry == "wsgi" else asyncio.run(point.handle_from_other_loop(call))
     assert (response.status, response.headers["Content-Type"]) == (500, "application/json")
-    assert json.loads(response.body)["error"] == {"code": -32603, "message": "Internal server error"}
+    # The request's id, as JSON-RPC wants whenever it could be read: a client waiting on
+    # several calls knows which one failed.
+    assert json.loads(response.body) == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "error": {"code": -32603, "message": "Internal server error"},
+    }
     assert any(record.exc_info and "the database went away" in str(record.exc_info[1]) for record in caplog.records)
 
 
