@@ -95,6 +95,16 @@ def error_response(
     return json_response(error_body(code, message, request_id, data), status, headers)
 
 
+def method_not_allowed(method: str, allow: str) -> HTTPResponse:
+    """The answer to an HTTP method the era does not serve (``allow``: the ones it does).
+    ``OPTIONS`` gets 204 with ``Allow``: a browser's CORS preflight needs a 2xx, and a CORS
+    package that only adds its headers to the view's answer (Flask-CORS) relies on the view for
+    it. Others get a JSON-RPC 405."""
+    if method == "OPTIONS":
+        return HTTPResponse(204, {"Allow": allow})
+    return error_response(405, INVALID_REQUEST, "Method Not Allowed", headers={"Allow": allow})
+
+
 def length_required() -> HTTPResponse:
     """The answer to a chunked body the WSGI server could not de-chunk
     (:func:`mcp_common.http.undecoded_chunks`)."""

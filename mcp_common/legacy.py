@@ -81,6 +81,7 @@ from mcp_common.jsonrpc import (
     error_response,
     is_json_content,
     json_response,
+    method_not_allowed,
     request_cancelled,
     sse_frame,
 )
@@ -665,7 +666,7 @@ class LegacyProtocol:
             return await self._get(request)
         if request.method == "DELETE":
             return await self._delete(request)
-        return error_response(405, INVALID_REQUEST, "Method Not Allowed", headers={"Allow": "GET, POST, DELETE"})
+        return method_not_allowed(request.method, "GET, POST, DELETE")
 
     async def _session(self, request: HTTPRequest) -> SessionRecord | HTTPResponse:
         session_id = request.header(SESSION_HEADER)

@@ -46,6 +46,7 @@ from mcp_common.jsonrpc import (
     error_response,
     is_json_content,
     json_response,
+    method_not_allowed,
     request_cancelled,
     sse_frame,
     status_for,
@@ -121,7 +122,7 @@ def admit_modern(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPResponse | 
     inbound classifier's verdict)``, or the refusal to answer (a notification's answer too)."""
     config = endpoint.config
     if request.method != "POST":
-        return error_response(405, INVALID_REQUEST, "Method Not Allowed", headers={"Allow": "POST"})
+        return method_not_allowed(request.method, "POST")
     has_json, has_sse = accepts(request.headers)
     if not has_json or (not config.json_response and not has_sse):
         return error_response(406, INVALID_REQUEST, "Not Acceptable: Accept must list application/json")

@@ -282,7 +282,8 @@ class MCP:
                 )
             # A rule for every method (a Flask rule lists its methods, and any other would get
             # werkzeug's HTML 405 page): the core answers the ones MCP does not use with a
-            # JSON-RPC 405, and OPTIONS too (Flask's answer would advertise methods it refuses).
+            # JSON-RPC 405, and OPTIONS (a CORS preflight, which Flask-CORS decorates) with 204 and
+            # the methods it serves (Flask's own answer would advertise methods it refuses).
             app.url_map.add(Rule(url, endpoint=entry.name, methods=None))
             app.view_functions[entry.name] = view
             views[entry.name] = view

@@ -646,7 +646,7 @@ def test_flask_wtf_csrf_protection_leaves_the_mcp_urls_alone(
 
 
 @pytest.mark.parametrize(
-    "method", ["PUT", "PATCH", "OPTIONS", "TRACE", "CONNECT", "PROPFIND", "MKCOL", "QUERY", "BREW", "X-CUSTOM"]
+    "method", ["PUT", "PATCH", "TRACE", "CONNECT", "PROPFIND", "MKCOL", "QUERY", "BREW", "X-CUSTOM"]
 )
 def test_other_methods_get_a_json_rpc_405(app: Flask, method: str) -> None:
     response = app.test_client().open("/mcp", method=method)
@@ -655,6 +655,32 @@ def test_other_methods_get_a_json_rpc_405(app: Flask, method: str) -> None:
     assert response.is_json and response.json["error"]["code"] == -32600  # type: ignore[index]
     modern = app.test_client().open("/mcp", method=method, headers={"MCP-Protocol-Version": "2026-07-28"})
     assert (modern.status_code, modern.headers["Allow"], modern.is_json) == (405, "POST", True)
+
+
+def test_a_cors_preflight_is_answered_for_a_cors_package_to_decorate(make_app: Callable[..., Flask]) -> None:
+    """A browser's preflight (OPTIONS) got the endpoint's JSON-RPC 405, and a browser needs a
+    2xx: Flask-CORS, which only adds its headers to the view's answer, could never let a
+    browser-based client call. OPTIONS is answered with the methods the URL serves; the Origin
+    check still comes first."""
+    from flask_cors import CORS
+
+    app = make_app(MCP_ALLOWED_ORIGINS=["https://inspector.example"])
+    MCP(app, server=server)
+    CORS(app, resources={r"/mcp": {"origins": "*"}})  # too lax: the endpoint's Origin check still holds
+    MCP.migrate(app)
+    client = app.test_client()
+    preflight = {
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type,mcp-session-id",
+    }
+    for version in ({}, {"MCP-Protocol-Version": "2026-07-28"}):
+        response = client.options("/mcp", headers={"Origin": "https://inspector.example", **preflight, **version})
+        assert response.status_code == 204, response.get_data(as_text=True)
+        assert response.headers["Allow"] == ("POST" if version else "GET, POST, DELETE")
+        assert response.headers["Access-Control-Allow-Origin"] == "https://inspector.example"
+        assert response.get_data() == b""
+    refused = client.options("/mcp", headers={"Origin": "https://evil.example", **preflight})
+    assert refused.status_code == 403 and refused.json["error"]["message"] == "Invalid Origin header"  # type: ignore[index]
 
 
 def test_the_apps_other_routes_keep_their_own_405(app: Flask) -> None:
