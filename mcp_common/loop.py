@@ -14,6 +14,7 @@ import concurrent.futures
 import contextvars
 import logging
 import os
+import sys
 import threading
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterator
@@ -65,6 +66,7 @@ class LoopRunner:
                 register = getattr(threading, "_register_atexit", None)
                 if register is not None:
                     register(cls._shared.drain)
+                _warn_if_threads_disabled()
             return cls._shared
 
     @property
@@ -147,6 +149,20 @@ class LoopRunner:
         finally:
             # Not awaited: on a client disconnect this runs inside a cancelled task.
             self.submit(_aclose(stream))
+
+
+def _warn_if_threads_disabled() -> None:
+    """uWSGI before 2.0.27 runs its workers' Python code without threads unless started with
+    ``--enable-threads`` (or ``--threads``): the loop thread and the database threads then run
+    only while a request is being served, and stop whenever the worker waits for the next."""
+    uwsgi = sys.modules.get("uwsgi")
+    if uwsgi is not None and getattr(uwsgi, "has_threads", 1) == 0:
+        logger.warning(
+            "uWSGI runs this process without Python threads: the MCP endpoint's event loop, "
+            "its heartbeat and its database threads stop whenever the worker is idle, so a "
+            "legacy call waiting for its client stalls and the other workers take it for dead. "
+            "Start uWSGI with --enable-threads (or --threads N)."
+        )
 
 
 async def _anext(stream: AsyncIterator[bytes]) -> bytes:

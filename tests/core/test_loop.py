@@ -98,3 +98,33 @@ def test_a_stream_drained_between_two_chunks_ends_at_the_next() -> None:
         assert rest == []
     finally:
         runner.stop()
+
+
+UWSGI_SCRIPT = textwrap.dedent(
+    """
+    import sys, types
+    sys.modules["uwsgi"] = types.SimpleNamespace(has_threads={has_threads})  # as uWSGI embeds it
+    from mcp_common.loop import LoopRunner
+
+    LoopRunner.shared()
+    LoopRunner.shared()  # the same process: said once
+    """
+)
+
+
+def test_uwsgi_without_python_threads_is_reported_at_start() -> None:
+    """uWSGI before 2.0.27 starts its workers without Python threads unless told
+    ``--enable-threads`` (or ``--threads``): the endpoint's loop and database threads then
+    stop whenever the worker waits for a request, its heartbeat with them, and the other
+    workers take its waiting calls for dead. The process says so, once, when its loop starts."""
+    for has_threads, warned in ((0, 1), (1, 0)):
+        done = subprocess.run(
+            [sys.executable, "-c", UWSGI_SCRIPT.format(has_threads=has_threads)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.count("--enable-threads") == warned, done.stderr
