@@ -50,6 +50,11 @@ def _user_principals(search_term: str) -> list[str]:
     return [f"{USER_PRINCIPAL}{pk}" for pk in matching.values_list("pk", flat=True)[:MAX_USERS_SEARCHED]]
 
 
+def _with_user_after_principal(names: list[str]) -> list[str]:
+    at = names.index("principal") + 1
+    return [*names[:at], "asked_by", *names[at:]]
+
+
 class _NamedChangeList(ChangeList):
     """A page of questions, each knowing the name of the user it was asked of."""
 
@@ -71,7 +76,8 @@ class MCPElicitationAdmin(admin.ModelAdmin):
     date_hierarchy = "created"
     ordering = ("-created",)
     actions = ("complete_selected",)
-    readonly_fields = [f.name for f in MCPElicitation._meta.fields]
+    # Every field as stored, and the user's name beside the principal it was asked of.
+    readonly_fields = _with_user_after_principal([f.name for f in MCPElicitation._meta.fields])
 
     @admin.display(description="Question", ordering="message")
     def question(self, obj: MCPElicitation) -> str:
@@ -119,7 +125,10 @@ class MCPElicitationAdmin(admin.ModelAdmin):
         return results, duplicates
 
     def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Any:
-        return None if "\x00" in object_id else super().get_object(request, object_id, from_field)
+        obj = None if "\x00" in object_id else super().get_object(request, object_id, from_field)
+        if obj is not None:
+            obj.asked_of_name = _user_names({obj.principal}).get(obj.principal or "")
+        return obj
 
     def get_changelist_instance(self, request: HttpRequest) -> Any:
         # Django's date drill-down raises on a year too large for a C long, or on the last

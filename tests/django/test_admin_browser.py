@@ -9,6 +9,7 @@ The screenshots go to ``MCP_SCREENSHOTS`` when it is set (``scripts/test.sh`` ke
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -157,6 +158,7 @@ def test_staff_review_and_complete_questions_in_a_browser(live_server: Any, tmp_
     # The detail page shows the question as asked, read-only.
     assert "No table for 2 on 2025-12-25. Would you like to try another date?" in seen["detail_text"]
     assert "alternative_date" in seen["detail_text"]
+    assert re.search(r"User:?\s+ada\n", seen["detail_text"]), seen["detail_text"]  # named, as in the list
     assert seen["detail_has_save"] == 0
     assert "1 elicitation(s) completed." in seen["message"]
     assert store.get_elicitation(ids["url"]).status == "completed"  # type: ignore[union-attr]

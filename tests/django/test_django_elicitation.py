@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -815,6 +816,15 @@ def test_the_admin_names_the_user_who_was_asked_and_finds_questions_by_user() ->
     page, _ = listed("?q=ci-bot")  # the principal itself is searched as before
     assert "dep-token" in page and "dep-ada" not in page
     assert rows["ada"].id in listed("?q=ada.lovelace")[0]
+    # The question's own page names the user too (and keeps the principal as written).
+    for key, shown in (("ada", "ada.lovelace"), ("token", "token:ci-bot"), ("gone", gone_principal)):
+        detail = client.get(f"/admin/mcp_django/mcpelicitation/{rows[key].id}/change/")
+        assert detail.status_code == 200
+        html = detail.content.decode()
+        assert re.search(r'<div class="readonly">' + re.escape(shown) + "</div>", html), key
+        assert rows[key].principal is None or rows[key].principal in html
+    detail = client.get(f"/admin/mcp_django/mcpelicitation/{rows['anonymous'].id}/change/").content.decode()
+    assert "asked_by" in detail and rows["anonymous"].principal is None
 
 
 def test_the_admin_answers_a_nul_in_a_filter_an_id_or_a_selection_as_matching_nothing() -> None:
