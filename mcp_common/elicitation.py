@@ -446,24 +446,41 @@ def complete_for_application(store: SessionStore, elicitation_id: str, server_na
 _WORKER: tuple[int, str] | None = None
 
 
+def _pid_space() -> str:
+    """Which processes this one can see by their pid: the kernel's boot and the pid namespace
+    (a container's own), as 12 hex digits; empty where the system does not say (not Linux).
+
+    A host name alone does not say it: the containers of a Kubernetes pod, or on Docker's host
+    network, share their host's name, and machines cloned from one image can too."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as boot:
+            space = f"{boot.read().strip()}|{os.readlink('/proc/self/ns/pid')}"
+    except (OSError, ValueError):
+        return ""
+    return hashlib.sha256(space.encode()).hexdigest()[:12]
+
+
 def worker_id() -> str:
-    """This process's identity in ``owner`` columns: ``host:pid:nonce`` (new after a fork)."""
+    """This process's identity in ``owner`` columns: ``host:pid:nonce:space`` (new after a
+    fork), ``space`` from :func:`_pid_space`, left out where it is unknown."""
     global _WORKER
     pid = os.getpid()
     if _WORKER is None or _WORKER[0] != pid:
-        _WORKER = (pid, f"{socket.gethostname()}:{pid}:{uuid.uuid4().hex[:8]}")
+        space = _pid_space()
+        _WORKER = (pid, f"{socket.gethostname()}:{pid}:{uuid.uuid4().hex[:8]}" + (f":{space}" if space else ""))
     return _WORKER[1]
 
 
 def owner_alive(store: SessionStore, owner: str, stale_after: float) -> bool:
-    """Whether the worker ``owner`` still runs: a process check on this host, else its heartbeat."""
-    host, _, rest = owner.partition(":")
-    pid_text, _, _nonce = rest.partition(":")
+    """Whether the worker ``owner`` still runs: a process check where its pid means a process
+    here (this host, and the same boot and pid namespace where known), else its heartbeat."""
     if owner == worker_id():
         return True
-    if host == socket.gethostname() and pid_text.isdigit():
+    # host, pid, nonce[, space]: an id written before the space was recorded has none.
+    theirs, ours = owner.split(":", 3), worker_id().split(":", 3)
+    if len(theirs) >= 3 and theirs[0] == ours[0] and theirs[3:] == ours[3:] and theirs[1].isdigit():
         try:
-            os.kill(int(pid_text), 0)
+            os.kill(int(theirs[1]), 0)
         except ProcessLookupError:
             return False
         except PermissionError:

@@ -11,6 +11,8 @@ import contextlib
 import gc
 import json
 import logging
+import os
+import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +40,8 @@ from mcp_common.elicitation import (
     caller_elicitation_id,
     complete_in_store,
     elicitation_completed,
+    owner_alive,
+    worker_id,
 )
 from mcp_common.legacy import OWNER_METHOD, Waiters
 from mcp_common.schemas import ElicitationSchemaError, assert_server_schemas, check_server_schemas
@@ -934,9 +938,16 @@ def test_completing_an_id_never_asked_here_notifies_the_calling_session() -> Non
 DEAD_WORKER = "elsewhere:1234:dead"
 
 
-def orphaned_call(store: MemoryStore, asking: MCPEndpoint, answering: MCPEndpoint) -> tuple[str, str, str]:
-    """A legacy call (id 77) that asked a question, then lost its worker; the user's answer
-    reached ``answering``. Returns the session, the stream's last event id and the row's id."""
+def orphaned_call(
+    store: MemoryStore,
+    asking: MCPEndpoint,
+    answering: MCPEndpoint,
+    owner: str = DEAD_WORKER,
+    beat_age: float = 3600,
+) -> tuple[str, str, str]:
+    """A legacy call (id 77) that asked a question, then lost its worker (``owner``, last
+    beating ``beat_age`` seconds ago); the user's answer reached ``answering``. Returns the
+    session, the stream's last event id and the row's id."""
     session = initialize(asking, {"elicitation": {}})
     # The asking worker will "die" once it has asked: from then on it never reads the store
     # again (its poll for answers given to other workers never runs).
@@ -944,8 +955,8 @@ def orphaned_call(store: MemoryStore, asking: MCPEndpoint, answering: MCPEndpoin
     # The asking process dies (its tool coroutine is gone): here, it is a worker on another
     # machine that stopped beating long ago.
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("mcp_common.legacy.worker_id", lambda: DEAD_WORKER)
-        store.beat_worker(DEAD_WORKER, time.time() - 3600)
+        patch.setattr("mcp_common.legacy.worker_id", lambda: owner)
+        store.beat_worker(owner, time.time() - beat_age)
         response = legacy_call(asking, session, "interview", {}, call_id=77)
         stream = asking.iter_body(response)
         question = None
@@ -962,7 +973,7 @@ def orphaned_call(store: MemoryStore, asking: MCPEndpoint, answering: MCPEndpoin
         stream.close()
     assert question["method"] == "elicitation/create" and last_id is not None
     (row,) = store._elicitations.values()
-    assert row.owner == DEAD_WORKER
+    assert row.owner == owner
     reply = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept", "content": {"name": "Kept"}}}
     assert answering.handle(legacy(session, reply)).status == 202
     return session, last_id, row.id
@@ -985,6 +996,48 @@ def test_a_call_whose_worker_died_ends_with_a_clear_error_and_keeps_the_answer()
     row = store.get_elicitation(row_id)
     assert row.status == "accepted" and json.loads(row.answer) == {"name": "Kept"}
     assert "stopped while it waited" in row.detail
+
+
+def unused_pid() -> int:
+    """A process id that no process of this machine (of this container) has."""
+    pid = 4_194_303
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return pid
+        except PermissionError:
+            pass
+        pid -= 1
+
+
+def test_a_worker_of_another_container_with_the_same_host_name_is_not_taken_for_dead() -> None:
+    """Containers of one Kubernetes pod, or of Docker's host network, share the host's name but
+    not its process ids: a worker there is alive while its heartbeat is, though no process
+    here has its pid. Another worker resuming its call's stream must leave the call waiting
+    (it used to end it as "stopped while it waited" at once)."""
+    other_container = f"{socket.gethostname()}:{unused_pid()}:a1b2c3d4:0123456789ab"
+    store = MemoryStore()
+    store.beat_worker(other_container, time.time())
+    assert owner_alive(store, other_container, stale_after=30)
+    store.beat_worker(other_container, time.time() - 60)
+    assert not owner_alive(store, other_container, stale_after=30)  # stopped beating: dead
+    # This container's own dead worker is known dead at once, whatever its heartbeat says.
+    ours = worker_id().rsplit(":", 3)
+    dead_here = ":".join([ours[0], str(unused_pid()), "a1b2c3d4", ours[3]])
+    store.beat_worker(dead_here, time.time())
+    assert not owner_alive(store, dead_here, stale_after=30)
+    # An id written before pid spaces were recorded: judged by its heartbeat.
+    older = f"{socket.gethostname()}:{unused_pid()}:a1b2c3d4"
+    store.beat_worker(older, time.time())
+    assert owner_alive(store, older, stale_after=30)
+
+    asking, survivor = endpoint(store), endpoint(store, stream_hold_seconds=0.5)
+    session, last_id, row_id = orphaned_call(store, asking, survivor, owner=other_container, beat_age=0)
+    assert not [m for m in resume(survivor, session, last_id) if m.get("id") == 77]
+    assert store.get_elicitation(row_id).detail is None
+    asking.close()
+    survivor.close()
 
 
 @pytest.mark.parametrize(
