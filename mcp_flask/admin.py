@@ -60,10 +60,9 @@ _TOKEN_KEY = "mcp_admin_token"
 _MODES = ("form", "url")
 _NO_TEXT = "(no text)"
 
-_LAYOUT = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{{ title }} · MCP elicitations</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<style>
+_STYLE = """\
+/* A stylesheet, not an inline <style>: a Content-Security-Policy without 'unsafe-inline'
+   (Flask-Talisman's default, say) would refuse the latter. */
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#222;background:#f6f7f9}
 header{background:#264b5d;color:#fff;padding:10px 24px}header a{color:#fff;text-decoration:none}
 main{padding:16px 24px;max-width:1200px}h1{font-size:20px;margin:8px 0 16px}
@@ -79,7 +78,13 @@ nav.filters{margin-bottom:8px}form.search{margin:12px 0}
 pre{background:#f0f2f4;padding:8px;margin:0;white-space:pre-wrap;word-break:break-word}
 .flash{background:#cdebd3;padding:8px 12px;margin-bottom:12px}.empty{padding:16px;background:#fff}
 button{padding:6px 14px}
-</style></head>
+form.complete{margin-top:16px}
+"""
+
+_LAYOUT = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{{ title }} · MCP elicitations</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="stylesheet" href="{{ url_for('.stylesheet') }}"></head>
 <body><header><a href="{{ url_for('.index') }}">MCP elicitations</a></header><main>
 {% for message in get_flashed_messages() %}<div class="flash">{{ message }}</div>{% endfor %}
 {{ body }}
@@ -124,7 +129,7 @@ _DETAIL = """<h1>{% if row.message.strip() %}{{ row.message|truncate(120, True, 
 {% endfor %}
 </tbody></table>
 {% if completable %}
-<form method="post" action="{{ url_for('.complete', record_id=row.id) }}" style="margin-top:16px">
+<form class="complete" method="post" action="{{ url_for('.complete', record_id=row.id) }}">
 <input type="hidden" name="token" value="{{ token }}">
 <button type="submit">Mark completed (notifies the client)</button></form>
 {% elif late %}<p>Expired at {{ late }} UTC: it can no longer be completed.</p>
@@ -190,6 +195,7 @@ def admin_blueprint(permission: Permission, *, name: str = "mcp_admin") -> Bluep
         response.headers.setdefault("Cache-Control", "no-store")
         return response
 
+    blueprint.add_url_rule("/panel.css", "stylesheet", _stylesheet)
     blueprint.add_url_rule("/", "index", _index)
     blueprint.add_url_rule("/<record_id>/", "detail", _detail)
     blueprint.add_url_rule("/<record_id>/complete", "complete", _complete, methods=["POST"])
@@ -221,6 +227,10 @@ def _escaped(source: str) -> str:
     # an app whose own templates are not HTML may turn its autoescaping off, which must not
     # let their markup into the panel.
     return "{% autoescape true %}" + source + "{% endautoescape %}"
+
+
+def _stylesheet() -> Response:
+    return Response(_STYLE, mimetype="text/css")
 
 
 def _index() -> str:

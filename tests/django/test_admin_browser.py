@@ -171,17 +171,35 @@ LONG_URL = "https://pay.example.com/checkout?session=cs_live_" + "a1B2c3D4" * 60
 LONG_ID = "cs_live_" + "Z9y8X7w6" * 30
 
 
+STRICT_CSP = "default-src 'self'"
+"""A shop's Content-Security-Policy (Django 6's ``SECURE_CSP`` with ``CSP.SELF``, say): no
+inline style or script. Django's admin pages keep to it."""
+
+
 @contextlib.contextmanager
 def signed_in_page(base: str, executable: str, session_cookie: str, width: int) -> Iterator[Any]:
-    """A page of a Chromium window ``width`` pixels wide, signed in to the admin."""
+    """A page of a Chromium window ``width`` pixels wide, signed in to the admin, whose
+    responses carry :data:`STRICT_CSP`; what the browser refused under it is in the page's
+    ``csp_refusals``."""
     from playwright.sync_api import sync_playwright
+
+    def with_csp(route: Any) -> None:
+        response = route.fetch()
+        route.fulfill(response=response, headers={**response.headers, "content-security-policy": STRICT_CSP})
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=executable, args=["--no-sandbox"])
         try:
             context = browser.new_context(viewport={"width": width, "height": 900})
             context.add_cookies([{"name": "sessionid", "value": session_cookie, "url": base}])
-            yield context.new_page()
+            context.route("**/*", with_csp)
+            page = context.new_page()
+            page.csp_refusals = []
+            page.on(
+                "console",
+                lambda message: "Content Security Policy" in message.text and page.csp_refusals.append(message.text),
+            )
+            yield page
         finally:
             browser.close()
 
@@ -193,6 +211,7 @@ def measure(base: str, executable: str, shots: Path, session_cookie: str, record
         page.goto(f"{base}/admin/mcp_django/mcpelicitation/{record_id}/change/")
         page.screenshot(path=str(shots / "admin-elicitation-long-url.png"), full_page=True)
         return {
+            "csp_refusals": page.csp_refusals,
             "detail_width": page.evaluate("document.documentElement.scrollWidth"),
             "overflowing": page.eval_on_selector_all(
                 "div.form-row",
@@ -224,6 +243,7 @@ def test_a_long_url_or_id_is_shown_whole_on_the_question_page(live_server: Any, 
 
     assert seen["detail_width"] <= 1280, seen
     assert seen["overflowing"] == [], seen
+    assert seen["csp_refusals"] == []  # its style is a static file: it applies under a strict CSP
 
 
 def measure_list(base: str, executable: str, shots: Path, session_cookie: str) -> dict[str, Any]:
@@ -233,6 +253,7 @@ def measure_list(base: str, executable: str, shots: Path, session_cookie: str) -
         page.screenshot(path=str(shots / "admin-elicitations-long-id.png"), full_page=True)
         box = "document.querySelector('.results')"
         return {
+            "csp_refusals": page.csp_refusals,
             "results": page.evaluate(f"({{scroll: {box}.scrollWidth, client: {box}.clientWidth}})"),
             "list_text": page.inner_text("#result_list"),
         }
@@ -265,5 +286,6 @@ def test_a_long_elicitation_id_principal_tool_or_question_wraps_inside_the_list(
         seen = pool.submit(measure_list, live_server.url, executable, shots, cookie).result(timeout=120)
 
     assert seen["results"]["scroll"] <= seen["results"]["client"], seen["results"]
+    assert seen["csp_refusals"] == []
     shown = seen["list_text"].replace("\n", "")
     assert LONG_ID in shown and LONG_TOOL in shown and UNBROKEN[:79] in shown

@@ -44,11 +44,25 @@ def in_chromium(width: int, steps: Callable[[Any], dict[str, Any]]) -> dict[str,
     return seen
 
 
-def panel(make_app: Callable[..., Flask], flask_live_server: Callable[[Flask], LiveServer]) -> tuple[str, Any]:
-    """The panel served on a live server: its base URL, and the app's state."""
+STRICT_CSP = "default-src 'self'"
+"""A shop's Content-Security-Policy (Flask-Talisman's default, say): no inline style or script."""
+
+
+def panel(
+    make_app: Callable[..., Flask], flask_live_server: Callable[[Flask], LiveServer], csp: str | None = None
+) -> tuple[str, Any]:
+    """The panel served on a live server (its app's pages under ``csp``, if given): its base
+    URL, and the app's state."""
     app = make_app()
     MCP(app, server=MCPServer("Bistro"))
     app.register_blueprint(admin_blueprint(lambda: True), url_prefix="/mcp-admin")
+    if csp is not None:
+
+        @app.after_request
+        def _policy(response: Any) -> Any:
+            response.headers["Content-Security-Policy"] = csp
+            return response
+
     return flask_live_server(app).url, get_state(app)
 
 
@@ -116,7 +130,8 @@ LONG_ID = "cs_live_" + "Z9y8X7w6" * 30
 
 def measure(base: str, shots: Path, url_id: str, page: Any) -> dict[str, Any]:
     """How wide each page lays out, and how wide the question page's label column is."""
-    seen: dict[str, Any] = {}
+    seen: dict[str, Any] = {"csp_refusals": []}
+    page.on("console", lambda m: "Content Security Policy" in m.text and seen["csp_refusals"].append(m.text))
     for name, path in (("list", "/mcp-admin/"), ("detail", f"/mcp-admin/{url_id}/")):
         page.goto(f"{base}{path}")
         seen[f"{name}_width"] = page.evaluate("document.documentElement.scrollWidth")
@@ -136,9 +151,10 @@ def test_a_long_url_id_or_tool_name_wraps_inside_the_page(
     """A payment link with a long query string, a provider's long session id, a long generated
     tool name: the panel used to stretch past the window (the labels squeezed into a narrow
     column, the header stopping at the window's edge, each value scrolled into view sideways).
-    They wrap instead, whole."""
+    They wrap instead, whole; and so under a Content-Security-Policy that refuses inline styles
+    (the panel's style is a stylesheet of its own)."""
     shots = screenshots(tmp_path)
-    base, state = panel(make_app, flask_live_server)
+    base, state = panel(make_app, flask_live_server, csp=STRICT_CSP)
     url, _ = _url_on_session(state.store, LONG_ID, message="Pay the deposit for table 17")
     with state.engine.begin() as connection:
         connection.execute(
@@ -150,6 +166,7 @@ def test_a_long_url_id_or_tool_name_wraps_inside_the_page(
     assert seen["label_width"] >= 200, seen
     assert LONG_ID in seen["list_text"].replace("\n", "") and LONG_TOOL in seen["list_text"].replace("\n", "")
     assert LONG_URL in seen["detail_text"].replace("\n", "")
+    assert seen["csp_refusals"] == []
 
 
 def framed(base: str, shots: Path, url_id: str, page: Any) -> dict[str, Any]:
