@@ -80,6 +80,13 @@ class MCPView(View):
                     out.headers[name] = value
             return out
         assert endpoint is not None
+        # Flask-Compress (an after_request hook, as its kin are) compresses a stream of a type in
+        # COMPRESS_MIMETYPES for a client that accepts it (httpx, so the official client, always
+        # does), holding every frame in its compressor until the stream ends: a legacy call's
+        # question would reach the client only once the call stops waiting for it. An SSE
+        # answer goes out as it is written, as the SDK's own server sends it. The core has its
+        # copy of the headers; werkzeug's request.headers reads the environ.
+        request.environ.pop("HTTP_ACCEPT_ENCODING", None)
         # Passed straight through to the WSGI server, which calls the iterator's close() when
         # the client goes away: that ends the async stream (and, in the 2026-07-28 era, cancels
         # the call). No stream_with_context: the core needs no request context, and the
