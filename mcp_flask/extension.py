@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from flask import Flask, Response, current_app, has_app_context, request
-from mcp_types import INVALID_REQUEST
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 from sqlalchemy import Engine
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
-from werkzeug.exceptions import BadHost, SecurityError
+from werkzeug.exceptions import BadHost, HTTPException, SecurityError
 from werkzeug.utils import ImportStringError, import_string
 
 from mcp_common import _sdk
@@ -114,6 +114,33 @@ def refuse_untrusted_host() -> Response | None:
         body = error_body(INVALID_REQUEST, "Invalid Host header")
         return Response(dumps(body), status=421, content_type="application/json")
     return None
+
+
+def answer_http_error(exc: HTTPException) -> Any:
+    """A JSON-RPC error instead of werkzeug's HTML page for an ``HTTPException`` raised before an
+    MCP view runs (Flask-Limiter's 429, an ``abort()`` in a ``before_request`` hook), with its
+    status and headers (the limiter's ``Retry-After``); the official client shows its message.
+
+    Registered for ``HTTPException`` only when the app has no handler of its own for it. Any
+    other request is answered as it would have been without this handler: by the app's own
+    handler for a base class (``Exception``), else by werkzeug's page. A response the
+    exception carries (Flask-Limiter's ``on_breach``) is the app's choice and is kept.
+    """
+    if exc.response is None and exc.code is not None and request.path in get_state().endpoints:
+        message = f"{exc.name}: {exc.description}" if exc.description else exc.name
+        code = INVALID_REQUEST if exc.code < 500 else INTERNAL_ERROR
+        out = Response(dumps(error_body(code, message)), status=exc.code, content_type="application/json")
+        for name, value in exc.get_headers():
+            if name.lower() != "content-type":
+                out.headers.add(name, value)
+        return out
+    mro = type(exc).__mro__
+    handlers = current_app.error_handler_spec[None][None]
+    for cls in mro[mro.index(HTTPException) + 1 :]:
+        handler = handlers.get(cls)
+        if handler is not None:
+            return current_app.ensure_sync(handler)(exc)
+    return exc
 
 
 def resolve_server(server: Any) -> Any:
@@ -302,6 +329,9 @@ class MCP:
         app.url_value_preprocessors.setdefault(None, []).append(exempt_from_csrf)
         # First of all before-request hooks: nothing of the app's runs on a request it would refuse.
         app.before_request_funcs.setdefault(None, []).insert(0, refuse_untrusted_host)
+        if HTTPException not in app.error_handler_spec[None][None]:
+            # Only when the exception is raised: nothing runs on a request that raises none.
+            app.register_error_handler(HTTPException, answer_http_error)
         app.extensions[EXTENSION_KEY] = state
         app.cli.add_command(mcp_cli)
         self._apps_initialized += 1

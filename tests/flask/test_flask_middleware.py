@@ -9,14 +9,19 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import httpx
-from flask import Flask
+import pytest
+from flask import Flask, abort
 from flask_compress import Compress
+from flask_limiter import Limiter
+from flask_limiter.util import get_remote_address
 from mcp import Client
 from mcp.client import ClientRequestContext
 from mcp.server import MCPServer
 from mcp.server.mcpserver import AcceptedElicitation, Elicit, ElicitationResult, Resolve
+from mcp.shared.exceptions import MCPError
 from mcp.types import ElicitRequestParams, ElicitResult, TextContent
 from pydantic import BaseModel
+from werkzeug.exceptions import HTTPException
 
 from mcp_flask import MCP
 
@@ -109,3 +114,74 @@ def test_flask_compress_leaves_the_sse_stream_alone_so_a_question_arrives_while_
         },
     )
     assert (listed.headers["Content-Type"], listed.headers.get("Content-Encoding")) == ("application/json", "gzip")
+
+
+def test_a_request_flask_limiter_refuses_is_answered_in_json_rpc_which_the_client_shows(
+    make_app: Callable[..., Flask], fast_config: dict[str, Any], flask_live_server: Callable[..., Any]
+) -> None:
+    """Flask-Limiter refuses a request over its limit before any view runs, with werkzeug's
+    HTML 429 page: the official client could only say "Server returned an error response".
+    On an MCP URL the refusal is a JSON-RPC error, with the limiter's status and headers; the
+    app's other pages keep theirs."""
+    app = cards_app(make_app, fast_config, RATELIMIT_HEADERS_ENABLED=True)
+    Limiter(get_remote_address, app=app, default_limits=["2 per minute"], storage_uri="memory://")
+    app.add_url_rule("/page", "page", lambda: "<p>A page</p>")
+    base = flask_live_server(app).url
+    for _ in range(2):
+        httpx.get(f"{base}/page")
+        httpx.post(f"{base}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+
+    refused = httpx.post(
+        f"{base}/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        headers={"Accept": "application/json, text/event-stream"},
+    )
+    assert refused.status_code == 429
+    assert refused.headers["Content-Type"] == "application/json"
+    assert "Retry-After" in refused.headers  # the limiter's own headers are kept
+    error = refused.json()["error"]
+    assert error["code"] == -32600 and error["message"].startswith("Too Many Requests"), error
+
+    async def call() -> str:
+        async with Client(f"{base}/mcp", mode=MODERN) as client:
+            with pytest.raises(MCPError) as refusal:
+                await client.call_tool("issue_card")
+        return str(refusal.value)
+
+    assert asyncio.run(asyncio.wait_for(call(), 30)) == "Too Many Requests: 2 per 1 minute"
+    page = httpx.get(f"{base}/page")
+    assert page.status_code == 429 and page.headers["Content-Type"].startswith("text/html")
+
+
+def test_the_apps_own_error_handlers_answer_as_before(
+    make_app: Callable[..., Flask], fast_config: dict[str, Any]
+) -> None:
+    """A ``before_request`` hook's ``abort()`` on an MCP URL is JSON-RPC too; the app's other
+    pages are answered by its own handler for ``Exception`` as they were, and an app with a
+    handler of its own for ``HTTPException`` keeps it for every URL."""
+
+    def closed() -> None:
+        abort(503)
+
+    def own(exc: Exception) -> tuple[dict[str, Any], int]:
+        return {"app": "handled"}, 503
+
+    app = make_app(**fast_config)
+    app.before_request(closed)
+    app.register_error_handler(Exception, own)
+    MCP(app, server=server)
+    with app.test_client() as client:
+        refused = client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        assert refused.status_code == 503
+        assert refused.json["error"]["code"] == -32603, refused.json  # type: ignore[index]
+        assert refused.json["error"]["message"].startswith("Service Unavailable")  # type: ignore[index]
+        assert client.get("/elsewhere").json == {"app": "handled"}
+    app.extensions["mcp"].close()
+
+    app = make_app(**fast_config)
+    app.before_request(closed)
+    app.register_error_handler(HTTPException, own)
+    MCP(app, server=server)
+    with app.test_client() as client:
+        assert client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}).json == {"app": "handled"}
+    app.extensions["mcp"].close()
