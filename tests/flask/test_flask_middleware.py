@@ -185,3 +185,22 @@ def test_the_apps_own_error_handlers_answer_as_before(
     with app.test_client() as client:
         assert client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}).json == {"app": "handled"}
     app.extensions["mcp"].close()
+
+
+def test_readmes_exemption_keeps_flask_limiters_default_limits_off_the_endpoint(
+    make_app: Callable[..., Flask], fast_config: dict[str, Any]
+) -> None:
+    """Under WSGI a connected legacy client polls its GET stream about 40 times a minute: README
+    exempts the endpoint from default limits sized for pages, by its route's view function."""
+    app = make_app(**fast_config)
+    limiter = Limiter(get_remote_address, app=app, default_limits=["1 per minute"], storage_uri="memory://")
+    MCP(app, server=server)
+    limiter.exempt(app.view_functions["mcp"])
+    app.add_url_rule("/page", "page", lambda: "<p>A page</p>")
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    with app.test_client() as client:
+        answers = [client.post("/mcp", json=ping).status_code for _ in range(3)]
+        pages = [client.get("/page").status_code for _ in range(2)]
+    app.extensions["mcp"].close()
+    assert 429 not in answers, answers
+    assert pages == [200, 429]
