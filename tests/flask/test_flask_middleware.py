@@ -4,7 +4,6 @@ Flask-Compress and Flask-Limiter, on a real socket, driven by the official clien
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -15,22 +14,17 @@ from flask_compress import Compress
 from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
 from mcp import Client
-from mcp.client import ClientRequestContext
 from mcp.server import MCPServer
 from mcp.server.mcpserver import AcceptedElicitation, Elicit, ElicitationResult, Resolve
 from mcp.shared.exceptions import MCPError
-from mcp.types import ElicitRequestParams, ElicitResult, TextContent
 from pydantic import BaseModel
 from werkzeug.exceptions import HTTPException
 
 from mcp_flask import MCP
+from tests.protocol.clients import modern_tools_list, timed_elicitations
 
 LEGACY = "legacy"
 MODERN = "2026-07-28"
-MODERN_META = {
-    "io.modelcontextprotocol/protocolVersion": MODERN,
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
 
 
 class Holder(BaseModel):
@@ -50,29 +44,6 @@ async def issue_card(holder: Annotated[ElicitationResult[Holder], Resolve(ask_na
     if isinstance(holder, AcceptedElicitation):
         return f"Card issued to {holder.data.name}."
     return "No card issued."
-
-
-async def elicit(url: str, mode: str) -> tuple[float, str]:
-    """How long after the call its question reached the client, and the call's text."""
-    started = time.monotonic()
-    asked: list[float] = []
-
-    async def answer(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
-        asked.append(time.monotonic() - started)
-        return ElicitResult(action="accept", content={"name": "Ada"})
-
-    async with Client(url, mode=mode, elicitation_callback=answer) as client:
-        result = await client.call_tool("issue_card")
-    first = result.content[0]
-    assert isinstance(first, TextContent), result
-    return asked[0], first.text
-
-
-def elicit_in_both_eras(url: str) -> dict[str, tuple[float, str]]:
-    async def both() -> dict[str, tuple[float, str]]:
-        return {mode: await elicit(url, mode) for mode in (LEGACY, MODERN)}
-
-    return asyncio.run(asyncio.wait_for(both(), 30))
 
 
 def cards_app(make_app: Callable[..., Flask], fast_config: dict[str, Any], **config: Any) -> Flask:
@@ -99,20 +70,11 @@ def test_flask_compress_leaves_the_sse_stream_alone_so_a_question_arrives_while_
     Compress(app)
     url = f"{flask_live_server(app).url}/mcp"
 
-    seen = elicit_in_both_eras(url)
+    seen = timed_elicitations(url, "issue_card", {}, {"name": "Ada"})
 
     assert seen[LEGACY][1] == seen[MODERN][1] == "Card issued to Ada."
     assert seen[LEGACY][0] < 2.0, seen  # not held back for WAIT_DETACH_SECONDS
-    listed = httpx.post(
-        url,
-        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": MODERN_META}},
-        headers={
-            "Accept": "application/json, text/event-stream",
-            "Accept-Encoding": "gzip",
-            "MCP-Protocol-Version": MODERN,
-            "Mcp-Method": "tools/list",
-        },
-    )
+    listed = modern_tools_list(url, {"Accept-Encoding": "gzip"})
     assert (listed.headers["Content-Type"], listed.headers.get("Content-Encoding")) == ("application/json", "gzip")
 
 

@@ -3,10 +3,13 @@ every worker."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx
 import httpx2
 from mcp import Client
 from mcp.client import ClientRequestContext
@@ -77,3 +80,43 @@ async def spread_client(url: str, mode: str, workers: WorkerLog, **callbacks: An
     )
     async with http, Client(streamable_http_client(url, http_client=http), mode=mode, **callbacks) as client:
         yield client
+
+
+def timed_elicitations(url: str, tool: str, arguments: dict[str, Any], content: dict[str, Any]) -> dict[str, Any]:
+    """``tool`` called with the official client in each era (``MODES``), its question answered
+    with ``content``: per era, how many seconds after the call the question reached the client
+    (``None``: never asked) and the text of the call's result."""
+
+    async def one(mode: str) -> tuple[float | None, str]:
+        started = time.monotonic()
+        asked: list[float] = []
+
+        async def answer(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
+            asked.append(time.monotonic() - started)
+            return ElicitResult(action="accept", content=content)
+
+        async with Client(url, mode=mode, elicitation_callback=answer) as client:
+            result = await client.call_tool(tool, arguments)
+        first = result.content[0]
+        assert isinstance(first, TextContent), result
+        return (asked[0] if asked else None), first.text
+
+    async def every() -> dict[str, Any]:
+        return {mode: await one(mode) for mode in MODES}
+
+    return asyncio.run(asyncio.wait_for(every(), 30))
+
+
+def modern_tools_list(url: str, headers: dict[str, str]) -> httpx.Response:
+    """A 2026-07-28 ``tools/list`` POSTed to ``url``, with ``headers`` besides the era's own."""
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    return httpx.post(
+        url,
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}},
+        headers={
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "tools/list",
+            **headers,
+        },
+    )
