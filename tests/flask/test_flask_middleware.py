@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import httpx
 import pytest
-from flask import Flask, abort
+from flask import Flask, Response, abort
 from flask_compress import Compress
 from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
@@ -119,8 +119,9 @@ def test_the_apps_own_error_handlers_answer_as_before(
     make_app: Callable[..., Flask], fast_config: dict[str, Any]
 ) -> None:
     """A ``before_request`` hook's ``abort()`` on an MCP URL is JSON-RPC too; the app's other
-    pages are answered by its own handler for ``Exception`` as they were, and an app with a
-    handler of its own for ``HTTPException`` keeps it for every URL."""
+    pages are answered by its own handler for ``Exception`` as they were, an exception that
+    carries its response (Flask-Limiter's ``on_breach``) keeps it, and an app with a handler
+    of its own for ``HTTPException`` keeps it for every URL."""
 
     def closed() -> None:
         abort(503)
@@ -138,6 +139,13 @@ def test_the_apps_own_error_handlers_answer_as_before(
         assert refused.json["error"]["code"] == -32603, refused.json  # type: ignore[index]
         assert refused.json["error"]["message"].startswith("Service Unavailable")  # type: ignore[index]
         assert client.get("/elsewhere").json == {"app": "handled"}
+    app.extensions["mcp"].close()
+
+    app = make_app(**fast_config)
+    app.before_request(lambda: abort(Response("Closed for lunch.", 503)))
+    MCP(app, server=server)
+    with app.test_client() as client:
+        assert client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}).text == "Closed for lunch."
     app.extensions["mcp"].close()
 
     app = make_app(**fast_config)
