@@ -202,6 +202,8 @@ class MCP:
     ``ctx.request_context.request``, and ``flask.session``, saved in the response unless it
     had started streaming as SSE: see the README). The MCP routes are exempted from Flask-WTF's
     ``CSRFProtect``, set up before this extension or after it (MCP clients send no CSRF token).
+    An ``HTTPException`` raised before an MCP view runs (Flask-Limiter's 429) is answered in
+    JSON-RPC when the app has no ``HTTPException`` handler of its own (:func:`answer_http_error`).
 
     :param app: the application, for the non-factory pattern.
     :param server: a server to serve at ``url``.
