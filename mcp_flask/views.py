@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import ClassVar
 
-from flask import Response, current_app, request
+from flask import Request, Response, current_app, request
 from flask.views import View
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
@@ -42,7 +42,7 @@ class MCPView(View):
             checks = tool_checks(endpoint.server, translated)
             if checks:
                 translated.denied = run_checks(checks, translated.native)
-            return self.translate_response(endpoint, endpoint.handle(translated))
+            return self.translate_response(endpoint, endpoint.handle(translated), translated.native)
         except Exception:
             # The core never raises; this catches the adapter's own bugs and a failing
             # principal loader. The client gets JSON-RPC, the log gets the traceback.
@@ -68,7 +68,9 @@ class MCPView(View):
             secure="origin" in headers and request.is_secure,
         )
 
-    def translate_response(self, endpoint: MCPEndpoint | None, response: HTTPResponse) -> Response:
+    def translate_response(
+        self, endpoint: MCPEndpoint | None, response: HTTPResponse, native: Request | None = None
+    ) -> Response:
         if response.stream is None:
             content_type = response.headers.get("Content-Type")
             out = Response(response.body, status=response.status, content_type=content_type)
@@ -80,13 +82,14 @@ class MCPView(View):
                     out.headers[name] = value
             return out
         assert endpoint is not None
-        # Flask-Compress (an after_request hook, as its kin are) compresses a stream of a type in
-        # COMPRESS_MIMETYPES for a client that accepts it (httpx, so the official client, always
-        # does), holding every frame in its compressor until the stream ends: a legacy call's
-        # question would reach the client only once the call stops waiting for it. An SSE
-        # answer goes out as it is written, as the SDK's own server sends it. The core has its
-        # copy of the headers; werkzeug's request.headers reads the environ.
-        request.environ.pop("HTTP_ACCEPT_ENCODING", None)
+        if native is not None:
+            # Flask-Compress (an after_request hook, as its kin are) compresses a stream of a
+            # type in COMPRESS_MIMETYPES for a client that accepts it (httpx, so the official
+            # client, always does), holding every frame in its compressor until the stream
+            # ends: a legacy call's question would reach the client only once the call stops
+            # waiting for it. An SSE answer goes out as it is written, as the SDK's own server
+            # sends it. The core has its copy of the headers.
+            native.environ.pop("HTTP_ACCEPT_ENCODING", None)
         # Passed straight through to the WSGI server, which calls the iterator's close() when
         # the client goes away: that ends the async stream (and, in the 2026-07-28 era, cancels
         # the call). No stream_with_context: the core needs no request context, and the
