@@ -24,8 +24,10 @@ from django.core.exceptions import DisallowedHost, RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import resolve_url
 from django.urls import Resolver404, get_resolver
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 
 from mcp_common.http import read_at_most
+from mcp_common.jsonrpc import dumps, error_body
 from mcp_common.security import host_allowed
 
 
@@ -148,6 +150,52 @@ def _read_chunked_body(request: HttpRequest) -> None:
     request._stream = BytesIO(body)  # type: ignore[attr-defined]
 
 
+_JSON_RPC_TYPES = ("application/json", "text/event-stream")
+_TEXT_SHOWN = 500
+"""A plain-text refusal's body up to this many bytes is put in the error's message."""
+
+
+def _answered(request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
+    """``response``, or for an MCP URL the JSON-RPC form of what the site's code answered
+    instead of the endpoint: a login redirect (:func:`_login_redirect`), or an error page
+    (:func:`_error_page`)."""
+    status = response.status_code
+    if status >= 400:
+        return _error_page(request, response)
+    if status >= 300:
+        return _login_redirect(request, response)
+    return response
+
+
+def _error_page(request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
+    """For an MCP URL, a refusal or failure that did not come from the endpoint (a middleware
+    after this one raised ``PermissionDenied`` or an error, or answered 429 itself: Django's
+    HTML pages, under ``DEBUG`` its traceback) as a JSON-RPC error at the same status, keeping
+    its headers (``Retry-After``) and cookies; the official client shows its message."""
+    content_type = response.get("Content-Type", "")
+    if content_type.startswith(_JSON_RPC_TYPES) or not _is_mcp_path(_urlconf(request), request.path_info):
+        return response
+    status = response.status_code
+    message = response.reason_phrase
+    if content_type.startswith("text/plain") and not response.streaming:
+        text = response.content[: _TEXT_SHOWN + 1].decode(response.charset, "replace").strip()
+        if text and len(text) <= _TEXT_SHOWN:
+            message = f"{message}: {text}"
+    out = HttpResponse(
+        dumps(error_body(INVALID_REQUEST if status < 500 else INTERNAL_ERROR, message)),
+        status=status,
+        content_type="application/json",
+    )
+    for name, value in response.items():
+        if name.lower() not in ("content-type", "content-length", "content-encoding"):
+            out[name] = value
+    out.cookies = response.cookies
+    if getattr(response, "_has_been_logged", False):
+        out._has_been_logged = True  # type: ignore[attr-defined]
+    response.close()
+    return out
+
+
 def _login_redirect(request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
     """``response``, or, for the login page's redirect of an MCP request, the JSON-RPC error
     that tells the client it is not signed in (:func:`mcp_django.auth.login_refusal`)."""
@@ -181,11 +229,11 @@ class MCPMiddleware:
         if refusal is not None:
             return refusal
         _read_chunked_body(request)  # WSGI only: an ASGI request has no wsgi.input
-        return _login_redirect(request, self.get_response(request))
+        return _answered(request, self.get_response(request))
 
     async def __acall__(self, request: HttpRequest) -> Any:
         refusal = _refusal(request)
         if refusal is not None:
             return refusal
         result: Awaitable[Any] = self.get_response(request)
-        return _login_redirect(request, await result)
+        return _answered(request, await result)
