@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
@@ -18,20 +18,24 @@ from django.utils.text import Truncator, smart_split
 
 from mcp_common.store import OPEN_STATUSES, SQLITE_LIKE_LIMIT, sqlite_cannot_search
 from mcp_django.models import MCPElicitation
+from mcp_django.tenants import in_tenant, request_tenant, tenant_prefix, within
 from mcp_django.views import USER_PRINCIPAL
 
 MAX_USERS_SEARCHED = 100
 """A search names at most this many users' questions (the users whose name contains it)."""
 
 
-def _user_names(principals: set[str | None]) -> dict[str, str]:
-    """The names (``USERNAME_FIELD``) of the users among ``principals``: one query."""
+def _user_names(request: HttpRequest, principals: set[str | None]) -> dict[str, str]:
+    """The names (``USERNAME_FIELD``) of the users among ``principals``: one query. Under
+    django-tenants, those of the request's tenant (its users are in its schema)."""
     user_model = get_user_model()
+    tenant = request_tenant(request)
     pks: dict[Any, str] = {}
-    for principal in principals:
-        if principal and principal.startswith(USER_PRINCIPAL):
+    for stored in principals:
+        principal = within(tenant, stored)
+        if stored and principal and principal.startswith(USER_PRINCIPAL):
             try:
-                pks[user_model._meta.pk.to_python(principal.removeprefix(USER_PRINCIPAL))] = principal
+                pks[user_model._meta.pk.to_python(principal.removeprefix(USER_PRINCIPAL))] = stored
             except ValidationError:
                 continue  # not a key of this user model (written under another one)
     if not pks:
@@ -40,14 +44,16 @@ def _user_names(principals: set[str | None]) -> dict[str, str]:
     return {pks[pk]: str(name) for pk, name in rows}
 
 
-def _user_principals(search_term: str) -> list[str]:
+def _user_principals(request: HttpRequest, search_term: str) -> list[str]:
     """The principals of the users whose name contains ``search_term``."""
     term = search_term.strip()
     if not term or "\x00" in term:
         return []
     user_model = get_user_model()
     matching = user_model._default_manager.filter(**{f"{user_model.USERNAME_FIELD}__icontains": term})
-    return [f"{USER_PRINCIPAL}{pk}" for pk in matching.values_list("pk", flat=True)[:MAX_USERS_SEARCHED]]
+    tenant = request_tenant(request)
+    pks = matching.values_list("pk", flat=True)[:MAX_USERS_SEARCHED]
+    return [cast(str, in_tenant(tenant, f"{USER_PRINCIPAL}{pk}")) for pk in pks]
 
 
 def _with_user_after_principal(names: list[str]) -> list[str]:
@@ -61,9 +67,10 @@ class _NamedChangeList(ChangeList):
     def get_results(self, request: HttpRequest) -> None:
         super().get_results(request)
         rows = list(self.result_list)  # evaluated once: the page's template reads these rows
-        names = _user_names({row.principal for row in rows})
+        names = _user_names(request, {row.principal for row in rows})
+        tenant = request_tenant(request)
         for row in rows:
-            row.asked_of_name = names.get(row.principal or "")
+            row.asked_of_name = names.get(row.principal or "", within(tenant, row.principal))
 
 
 @admin.register(MCPElicitation)
@@ -87,8 +94,7 @@ class MCPElicitationAdmin(admin.ModelAdmin):
     def asked_by(self, obj: MCPElicitation) -> str | None:
         # The user's name where the principal is a user of this project, else the principal
         # as the authentication wrote it (a token's; a user deleted since); None: anonymous.
-        name = getattr(obj, "asked_of_name", None)
-        return name if name is not None else obj.principal
+        return getattr(obj, "asked_of_name", obj.principal)
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return _NamedChangeList
@@ -98,6 +104,10 @@ class MCPElicitationAdmin(admin.ModelAdmin):
     # search box is Django's, which copes.
     def get_queryset(self, request: HttpRequest) -> QuerySet[MCPElicitation]:
         queryset = super().get_queryset(request)
+        tenant = request_tenant(request)
+        if tenant is not None:
+            # django-tenants: one table for every tenant (mcp_django.tenants); staff see theirs.
+            queryset = queryset.filter(principal__startswith=tenant_prefix(tenant))
         for params in (request.GET, request.POST):
             if any("\x00" in value for name, values in params.lists() if name != SEARCH_VAR for value in values):
                 return queryset.none()
@@ -119,7 +129,7 @@ class MCPElicitationAdmin(admin.ModelAdmin):
             return queryset.none(), False
         results, duplicates = super().get_search_results(request, queryset, search_term)
         # And the questions asked of the users whose name contains the search.
-        principals = _user_principals(search_term)
+        principals = _user_principals(request, search_term)
         if principals:
             results = results | queryset.filter(principal__in=principals)
         return results, duplicates
@@ -127,7 +137,9 @@ class MCPElicitationAdmin(admin.ModelAdmin):
     def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Any:
         obj = None if "\x00" in object_id else super().get_object(request, object_id, from_field)
         if obj is not None:
-            obj.asked_of_name = _user_names({obj.principal}).get(obj.principal or "")
+            obj.asked_of_name = _user_names(request, {obj.principal}).get(
+                obj.principal or "", within(request_tenant(request), obj.principal)
+            )
         return obj
 
     def get_changelist_instance(self, request: HttpRequest) -> Any:

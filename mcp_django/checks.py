@@ -177,6 +177,47 @@ def check_server_names(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
 
 
 @register("mcp")
+def check_tenant_apps(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """django-tenants: ``mcp_django`` must be a shared app only. In a tenant's schema its tables
+    are where the endpoint's own database threads (the heartbeat, the poll for legacy answers,
+    a call's work while it waits for its client) never look: their connections are set to the
+    public schema, so legacy waits and heartbeats would fail mid-call, or, with the app in both
+    lists, read the public schema's tables while requests write their tenant's."""
+    from django.apps import apps
+
+    if not hasattr(settings, "TENANT_APPS") and not hasattr(settings, "TENANT_TYPES"):
+        return []
+    config = apps.get_app_config("mcp_django")
+    names = {config.name, f"{type(config).__module__}.{type(config).__qualname__}"}
+    public = getattr(settings, "PUBLIC_SCHEMA_NAME", "public")
+    types = getattr(settings, "TENANT_TYPES", None)
+    if isinstance(types, dict):
+        shared = list(types.get(public, {}).get("APPS", []))
+        per_tenant = [app for name, kind in types.items() if name != public for app in kind.get("APPS", [])]
+        where = "a tenant type's APPS in TENANT_TYPES"
+    else:
+        shared = list(getattr(settings, "SHARED_APPS", []))
+        per_tenant = list(getattr(settings, "TENANT_APPS", []))
+        where = "TENANT_APPS"
+    hint = (
+        'List "mcp_django" in SHARED_APPS only (the public type\'s APPS with TENANT_TYPES): one set of MCP tables '
+        'in the public schema, each tenant\'s sessions and questions bound to it (README: "django-tenants"); '
+        'then run "manage.py migrate_schemas --shared".'
+    )
+    if names & set(per_tenant):
+        problem = (
+            f"mcp_django is in {where}: its tables would be in each tenant's schema, which the MCP endpoint's "
+            "own database threads (the heartbeat, the poll for legacy answers, a call's work while it waits "
+            "for its client) never query: their connections are on the public schema."
+        )
+    elif not names & set(shared):
+        problem = "mcp_django is not in SHARED_APPS: django-tenants creates its tables in no schema."
+    else:
+        return []
+    return [Error(problem, hint=hint, id="mcp_django.E009")]
+
+
+@register("mcp")
 def check_login_required(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """An endpoint whose callers authenticate by ``AUTHENTICATION_CLASSES`` (a token), behind
     ``LoginRequiredMiddleware``: the middleware sees no session and turns every such caller

@@ -70,6 +70,7 @@ from mcp_django.models import (
     MCPSession,
     MCPWorker,
 )
+from mcp_django.tenants import connection_tenant, tenant_prefix
 
 T = TypeVar("T")
 M = TypeVar("M", bound=Model)
@@ -402,6 +403,11 @@ class DjangoStore:
         rows = _rows(MCPElicitation).filter(elicitation_id=elicitation_id)
         if server_name is not None:
             rows = rows.filter(server_name=server_name)
+        tenant = connection_tenant(connections[_alias()])
+        if tenant is not None:
+            # django-tenants: the questions of the tenant the connection is set to (its webhook's
+            # request, a task in its schema_context), not another tenant's under the same id.
+            rows = rows.filter(principal__startswith=tenant_prefix(tenant))
         return exactly([_elicitation_record(r) for r in rows.order_by("created", "id")], elicitation_id, server_name)
 
     @_retry

@@ -27,6 +27,7 @@ from mcp_django.auth import authenticate
 from mcp_django.conf import mcp_settings
 from mcp_django.endpoint import mark_serving_thread
 from mcp_django.registry import get_endpoint
+from mcp_django.tenants import in_tenant, request_tenant
 
 logger = logging.getLogger("mcp_django")
 
@@ -34,8 +35,9 @@ R = TypeVar("R", bound=HttpResponseBase)
 
 
 def principal_of(request: HttpRequest) -> str | None:
-    """The authenticated Django user as a stable principal string, or ``None``."""
-    return _principal(getattr(request, "user", None))
+    """The authenticated Django user as a stable principal string, or ``None``; under
+    django-tenants, the tenant's (:mod:`mcp_django.tenants`)."""
+    return in_tenant(request_tenant(request), _principal(getattr(request, "user", None)))
 
 
 async def aprincipal_of(request: HttpRequest) -> str | None:
@@ -53,7 +55,7 @@ async def aprincipal_of(request: HttpRequest) -> str | None:
             user = await request.auser()
         else:
             return await sync_to_async(principal_of)(request)
-    return _principal(user)
+    return in_tenant(request_tenant(request), _principal(user))
 
 
 def _is_django_lazy_user(user: LazyObject) -> bool:
