@@ -9,12 +9,15 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
+import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import fields
 from typing import Any, TypeVar, cast, overload
 
 from django.conf import settings
+from django.core.signals import setting_changed
 from django.db import (
     DEFAULT_DB_ALIAS,
     DatabaseError,
@@ -26,6 +29,7 @@ from django.db import (
     transaction,
 )
 from django.db.models import Exists, Model, OuterRef, Q, QuerySet
+from django.dispatch import receiver
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -74,6 +78,8 @@ from mcp_django.tenants import connection_tenant, tenant_prefix
 
 T = TypeVar("T")
 M = TypeVar("M", bound=Model)
+
+logger = logging.getLogger("mcp_django")
 
 
 def _ts(value: float) -> dt.datetime:
@@ -784,7 +790,45 @@ def _update_returning(connection: Any) -> bool:
 def _alias() -> str:
     """The database of the MCP tables: where the project's routers write them. Every query of
     the store goes there, reads included (:func:`_rows`)."""
-    return router.db_for_write(MCPSession)
+    alias = router.db_for_write(MCPSession)
+    if alias not in _ALIASES:
+        _first_use(alias)
+    return alias
+
+
+_ALIASES: set[str] = set()
+"""The databases the store's queries went to in this process: one, unless routers misroute."""
+_aliases_lock = threading.Lock()
+
+
+def _first_use(alias: str) -> None:
+    """The first query on ``alias``: a second database in one process means the routers choose
+    it by something the endpoint's own threads do not have (a request's thread-local)."""
+    with _aliases_lock:
+        if alias in _ALIASES:
+            return
+        _ALIASES.add(alias)
+        if len(_ALIASES) != 2:
+            return
+        seen = ", ".join(repr(name) for name in sorted(_ALIASES))
+    logger.error(
+        "The MCP tables' queries went to more than one database in this process (%s): your "
+        "DATABASE_ROUTERS choose mcp_django's database by something that is not the same on every "
+        "thread (a tenant a middleware keeps in a thread-local?). The MCP endpoint's own threads (its "
+        "heartbeat, the poll for legacy answers, a call's work while it waits for its client), other "
+        "workers and Celery tasks do not see a request's thread-locals: answers would be looked for "
+        "in another database than the one they were written to. Have your router route mcp_django's "
+        "models to one database whatever the thread (if model._meta.app_label == 'mcp_django': "
+        "return 'default').",
+        seen,
+    )
+
+
+@receiver(setting_changed)
+def _routers_changed(setting: str, **kwargs: Any) -> None:
+    if setting in ("DATABASE_ROUTERS", "DATABASES"):
+        with _aliases_lock:
+            _ALIASES.clear()
 
 
 def _rows(model: type[M]) -> QuerySet[M]:

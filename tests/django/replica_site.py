@@ -3,10 +3,12 @@
 One whose reads go to a replica: the Django docs' primary/replica router, the replica a second
 database that has not caught up (it never receives the primary's writes). The MCP store must
 read what it has just written, so all of its queries go where it writes. One that keeps the MCP
-tables in a database of their own."""
+tables in a database of their own. Ones that choose a tenant's database per request."""
 
 from __future__ import annotations
 
+import threading
+from types import SimpleNamespace
 from typing import Any
 
 from django.urls import include, path
@@ -44,3 +46,44 @@ class OwnDatabaseRouter:
 
 
 urlpatterns = [path("mcp", include("mcp_django.urls"))]
+
+
+_tenant = threading.local()
+
+
+class ThreadLocalTenantRouter:
+    """A database per tenant, chosen for the request's thread by ``tenant_middleware``: every
+    model, the MCP tables too, where the request's tenant is."""
+
+    def db_for_read(self, model: Any, **hints: Any) -> str | None:
+        return getattr(_tenant, "alias", None)
+
+    db_for_write = db_for_read
+
+    def allow_migrate(self, db: str, app_label: str, model_name: str | None = None, **hints: Any) -> bool:
+        return True
+
+
+class SharedMCPTenantRouter(ThreadLocalTenantRouter):
+    """The same, but for the MCP tables, which live in ``default`` whatever the thread."""
+
+    def db_for_read(self, model: Any, **hints: Any) -> str | None:
+        return "default" if model._meta.app_label == "mcp_django" else super().db_for_read(model, **hints)
+
+    db_for_write = db_for_read
+
+
+def tenant_middleware(get_response: Any) -> Any:
+    """The tenant of the Host (``a.localhost``: database ``tenant_a``), for this thread, and as
+    ``request.tenant``."""
+
+    def middleware(request: Any) -> Any:
+        _tenant.alias = "tenant_" + request.get_host().split(".")[0]
+        # Named as django-tenants names it: MCP keeps each tenant's callers apart by it.
+        request.tenant = SimpleNamespace(schema_name=_tenant.alias)
+        try:
+            return get_response(request)
+        finally:
+            del _tenant.alias
+
+    return middleware

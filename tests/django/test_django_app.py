@@ -581,7 +581,25 @@ def test_tables_not_migrated_yet_the_log_says_to_run_migrate(caplog: pytest.LogC
     assert "run `manage.py migrate`" in caplog.text
 
 
-SERVE_FROM_AN_UNMIGRATED_DATABASE = """
+KEEP_THE_LOG = """
+class Kept(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.setFormatter(logging.Formatter())
+        self.text = []
+    def emit(self, record):
+        self.text.append(self.format(record))
+kept = Kept()
+for name in ("mcp_common", "mcp_django"):
+    logging.getLogger(name).addHandler(kept)
+init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+"""
+"""A script's part that keeps what the MCP loggers write (``kept.text``), and an ``initialize``."""
+
+
+SERVE_FROM_AN_UNMIGRATED_DATABASE = (
+    """
 import json, logging, os
 from django.conf import settings
 settings.configure(
@@ -604,21 +622,13 @@ from django.core.management import call_command
 from django.test import Client
 call_command("migrate", verbosity=0)  # the MCP tables are not the default database's
 
-class Kept(logging.Handler):
-    def __init__(self):
-        super().__init__()
-        self.setFormatter(logging.Formatter())
-        self.text = []
-    def emit(self, record):
-        self.text.append(self.format(record))
-kept = Kept()
-logging.getLogger("mcp_common").addHandler(kept)
-init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
-response = Client().post("/mcp", json.dumps(init), content_type="application/json",
+"""
+    + KEEP_THE_LOG
+    + """response = Client().post("/mcp", json.dumps(init), content_type="application/json",
                          HTTP_ACCEPT="application/json, text/event-stream")
 print(json.dumps({"status": response.status_code, "log": "\\n".join(kept.text)}))
 """
+)
 
 
 def test_tables_not_migrated_on_the_routers_database_the_log_names_it(tmp_path: Path) -> None:
@@ -631,6 +641,67 @@ def test_tables_not_migrated_on_the_routers_database_the_log_names_it(tmp_path: 
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["status"] == 500 and "no such table: mcp_django_mcpsession" in seen["log"], seen
     assert "run `manage.py migrate --database mcp`" in seen["log"], seen["log"][-500:]
+
+
+SERVE_A_DATABASE_PER_TENANT = (
+    """
+import json, logging, os, time
+from django.conf import settings
+settings.configure(
+    SECRET_KEY="tenant-router-tests-secret-key-0123456789abcdef-0123456789",
+    ALLOWED_HOSTS=[".localhost"],
+    INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "mcp_django"],
+    MIDDLEWARE=["tests.django.replica_site.tenant_middleware", "mcp_django.middleware.MCPMiddleware"],
+    DATABASES={
+        alias: {"ENGINE": "django.db.backends.sqlite3", "NAME": os.path.join(os.environ["DATA_DIR"], alias)}
+        for alias in ("default", "tenant_a", "tenant_b")
+    },
+    DATABASE_ROUTERS=[os.environ["ROUTER"]],
+    ROOT_URLCONF="tests.django.replica_site",
+    USE_TZ=True,
+    MCP={"SERVER": "benchmarks.bench_server.mcp", "HEARTBEAT_INTERVAL": 0.1},
+)
+import django
+django.setup()
+from django.core.management import call_command
+from django.test import Client
+for alias in settings.DATABASES:
+    call_command("migrate", database=alias, verbosity=0)
+
+"""
+    + KEEP_THE_LOG
+    + """def post(host, body, **headers):
+    return Client(HTTP_HOST=host).post("/mcp", json.dumps(body), content_type="application/json",
+                                       HTTP_ACCEPT="application/json, text/event-stream", **headers)
+statuses = [post(host, init).status_code for host in ("a.localhost", "b.localhost")]
+sid = post("a.localhost", init)["Mcp-Session-Id"]
+listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+for host in ("b.localhost", "a.localhost"):
+    statuses.append(post(host, listing, HTTP_MCP_SESSION_ID=sid, HTTP_MCP_PROTOCOL_VERSION="2025-11-25").status_code)
+time.sleep(0.5)  # heartbeats, on the endpoint's own threads
+print(json.dumps({"statuses": statuses, "log": "\\n".join(kept.text)}))
+"""
+)
+
+
+@pytest.mark.parametrize("router", ["ThreadLocalTenantRouter", "SharedMCPTenantRouter"])
+def test_a_router_choosing_the_mcp_database_by_thread_is_named_in_the_log(tmp_path: Path, router: str) -> None:
+    """A database per tenant, chosen by a router from a thread-local that a middleware sets:
+    the endpoint's own threads (the heartbeat, the poll for legacy answers, a call's work while
+    it waits for its client) have no tenant, and query another database than the requests do.
+    A legacy answer then never reaches the call waiting for it, which ends cancelled at its
+    timeout. The log says so at once, and what to do; a router that keeps the MCP tables in one
+    database, whatever the thread, is served in silence, each tenant's sessions its own."""
+    done = _run_project(
+        SERVE_A_DATABASE_PER_TENANT, DATA_DIR=str(tmp_path), ROUTER=f"tests.django.replica_site.{router}"
+    )
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    if router == "SharedMCPTenantRouter":
+        # One set of MCP tables for every tenant: a session of a's is not b's (request.tenant).
+        assert seen == {"statuses": [200, 200, 404, 200], "log": ""}
+        return
+    assert seen["log"].count("route mcp_django's models to one database") == 1, seen["log"]
+    assert "'tenant_a'" in seen["log"] and "'default'" in seen["log"], seen["log"]
 
 
 @pytest.mark.django_db(transaction=True)
