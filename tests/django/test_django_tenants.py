@@ -174,6 +174,44 @@ def test_a_webhook_completes_only_the_question_its_tenant_asked(site: LiveServer
     assert _complete(site, "a.localhost", f"deposit-{booking}") == 0
 
 
+IN_A_TASK = """
+import json, sys
+import django
+django.setup()
+from django.core.management import call_command
+from django_tenants.utils import schema_context
+from mcp_django import complete_elicitation
+from mcp_django.tasks import complete_elicitation_task
+with schema_context("b"):
+    in_b = complete_elicitation_task(sys.argv[1])
+in_public = complete_elicitation(sys.argv[1])
+call_command("mcp_purge")
+print(json.dumps([in_b, in_public]))
+"""
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_a_task_completes_the_question_of_the_tenant_it_sets_and_mcp_purge_runs(site: LiveServer) -> None:
+    """A Celery task in tenant ``b``'s ``schema_context`` completes ``b``'s question only; one
+    left in the public schema, the id's questions of every tenant (here ``a``'s, left open).
+    ``mcp_purge`` works on the public schema's tables, for every tenant."""
+    booking = uuid.uuid4().hex[:8]
+    for host in ("a.localhost", "b.localhost"):
+        asyncio.run(_calls(site, host, "legacy", ("pay_deposit", {"booking_id": booking})))
+    task = subprocess.run(
+        [sys.executable, "-c", IN_A_TASK, f"deposit-{booking}"],
+        cwd=ROOT,
+        env=_env(site.database.url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert task.returncode == 0, task.stderr
+    assert task.stdout.strip().splitlines()[-1] == "[1, 1]"
+    assert _complete(site, "a.localhost", f"deposit-{booking}") == 0
+
+
 def _admin(site: LiveServer, host: str) -> httpx.Client:
     """Tenant ``host``'s staff, signed in to its admin."""
     client = httpx.Client(base_url=site.base_url, headers={"Host": host}, follow_redirects=False)
