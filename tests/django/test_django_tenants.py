@@ -149,16 +149,26 @@ def test_each_tenant_is_served_on_both_eras_and_its_webhook_completes_its_own_qu
 
 @pytest.mark.postgres
 @pytest.mark.slow
-def test_a_tenants_legacy_session_is_not_found_from_another_tenants_host(site: LiveServer) -> None:
+@pytest.mark.parametrize("signed_in", [False, True], ids=["anonymous", "signed-in"])
+def test_a_tenants_legacy_session_is_not_found_from_another_tenants_host(site: LiveServer, signed_in: bool) -> None:
     """The MCP tables are shared by every tenant: a session id that tenant ``a``'s client was
-    given, sent to tenant ``b``'s host, is a session ``b`` never had (anonymous callers of one
-    tenant are one principal, not everyone's)."""
-    started = httpx.post(site.url(), json=INITIALIZE, headers={**HEADERS, "Host": "a.localhost"})
-    session = started.headers["mcp-session-id"]
-    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
-    for host, status in (("b.localhost", 404), ("a.localhost", 200)):
-        headers = {**HEADERS, "Host": host, "Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-06-18"}
-        assert httpx.post(site.url(), json=listing, headers=headers).status_code == status, host
+    given, sent to tenant ``b``'s host, is a session ``b`` never had, whether its callers are
+    anonymous (one principal per tenant, not everyone's) or signed in (``b``'s staff user has
+    the same primary key as ``a``'s: users live in each tenant's schema)."""
+    hosts = ("a.localhost", "b.localhost")
+    if signed_in:
+        clients = {host: _admin(site, host) for host in hosts}
+    else:
+        clients = {host: httpx.Client(base_url=site.base_url, headers={"Host": host}) for host in hosts}
+    try:
+        session = clients["a.localhost"].post("/mcp", json=INITIALIZE, headers=HEADERS).headers["mcp-session-id"]
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        headers = {**HEADERS, "Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-06-18"}
+        for host, status in (("b.localhost", 404), ("a.localhost", 200)):
+            assert clients[host].post("/mcp", json=listing, headers=headers).status_code == status, host
+    finally:
+        for client in clients.values():
+            client.close()
 
 
 @pytest.mark.postgres
