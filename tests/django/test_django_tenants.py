@@ -275,3 +275,14 @@ def test_mcp_django_in_tenant_apps_fails_the_system_check() -> None:
     assert 'List "mcp_django" in SHARED_APPS only' in check.stderr
     shared = subprocess.run(command, cwd=ROOT, env=_env(url), capture_output=True, text=True, timeout=60)
     assert shared.returncode == 0, shared.stderr
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_a_foreign_host_gets_a_json_rpc_error_with_mcp_middleware_before_the_tenants(site: LiveServer) -> None:
+    """``MCPMiddleware`` before ``TenantMainMiddleware`` (the README's order): a Host outside
+    ``ALLOWED_HOSTS`` is answered as MCP answers it, not with django-tenants' HTML page."""
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    response = httpx.post(site.url(), json=listing, headers={**HEADERS, "Host": "evil.example"})
+    assert response.status_code == 421
+    assert response.json()["error"]["message"] == "Invalid Host header"

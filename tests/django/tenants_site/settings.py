@@ -33,8 +33,9 @@ TENANT_MODEL = "customers.Customer"
 TENANT_DOMAIN_MODEL = "customers.Domain"
 
 MIDDLEWARE = [
-    "django_tenants.middleware.main.TenantMainMiddleware",
+    # As the README says: a foreign Host gets MCP's JSON-RPC error, not django-tenants' HTML 404.
     "mcp_django.middleware.MCPMiddleware",
+    "django_tenants.middleware.main.TenantMainMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
