@@ -286,3 +286,8 @@ def test_a_foreign_host_gets_a_json_rpc_error_with_mcp_middleware_before_the_ten
     response = httpx.post(site.url(), json=listing, headers={**HEADERS, "Host": "evil.example"})
     assert response.status_code == 421
     assert response.json()["error"]["message"] == "Invalid Host header"
+    # An allowed host that names no tenant: django-tenants raises Http404 before any view runs;
+    # the client gets it in JSON-RPC, not as Django's HTML page.
+    nobody = httpx.post(site.url(), json=listing, headers={**HEADERS, "Host": "nobody.localhost"})
+    assert (nobody.status_code, nobody.headers["Content-Type"]) == (404, "application/json")
+    assert nobody.json()["error"] == {"code": -32600, "message": "Not Found"}
