@@ -1119,6 +1119,10 @@ def make_engine(uri: str | URL, options: Mapping[str, Any] | None = None) -> Eng
       pool is emptied and the store call runs again on a new connection (``_retry``), so a
       restarted database costs one retry, not an error. ``pool_pre_ping`` in ``options``
       (true or false) replaces this with SQLAlchemy's own.
+    * PostgreSQL with psycopg 3: no prepared statements (``prepare_threshold=None``, Django's
+      default too), so that the store works behind PgBouncer in transaction pooling mode;
+      ``connect_args={"prepare_threshold": 5}`` in ``options`` (psycopg's own default) turns
+      them back on.
     * Any engine: connections inherited through ``fork()`` (gunicorn ``--preload``) are
       dropped in the child, never shared with the parent.
 
@@ -1136,6 +1140,12 @@ def make_engine(uri: str | URL, options: Mapping[str, Any] | None = None) -> Eng
         if not memory:
             event.listen(engine, "connect", _sqlite_wal)
     else:
+        if url.get_driver_name() == "psycopg":
+            # As Django does: psycopg 3 prepares a statement after its fifth run on a connection,
+            # and a pooler in transaction mode (PgBouncer before 1.21) then runs the next
+            # transaction on a server connection where that statement does not exist or another
+            # client's of the same name does. ``prepare_threshold`` in ``connect_args`` opts in.
+            kwargs["connect_args"] = {"prepare_threshold": None, **kwargs.get("connect_args", {})}
         ping_when_idle = "pool_pre_ping" not in kwargs
         engine = create_engine(url, **kwargs)
         if ping_when_idle:

@@ -72,6 +72,15 @@ if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; 
 fi
 export MCP_SCREENSHOTS=${MCP_SCREENSHOTS:-$PWD/.cache/screenshots}
 
+# -- Debian's PgBouncer, for the tests behind a pooler in transaction mode --------------------------
+if ! command -v pgbouncer >/dev/null 2>&1 && [ ! -x /usr/sbin/pgbouncer ] && command -v apt-get >/dev/null 2>&1; then
+  log "installing Debian's pgbouncer package"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y --no-install-recommends pgbouncer >/dev/null 2>&1 \
+    || { apt-get update >/dev/null && apt-get install -y --no-install-recommends pgbouncer >/dev/null; } \
+    || echo "could not install pgbouncer: the PgBouncer tests will fail under CI, skip elsewhere" >&2
+fi
+
 # -- Python environments ------------------------------------------------------------------------
 PYTHON=${PYTHON:-python3}
 VENV=${MCP_VENV:-.venv}

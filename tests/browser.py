@@ -4,21 +4,14 @@ browser download is not used)."""
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
-import pytest
+from tests.conftest import debian_binary
 
 
 def chromium() -> str:
     """Debian's Chromium; outside CI a machine without it skips these tests, in CI it fails."""
-    for candidate in (os.environ.get("MCP_CHROMIUM"), shutil.which("chromium"), "/usr/bin/chromium"):
-        if candidate and Path(candidate).exists():
-            return candidate
-    message = "Chromium is not installed (scripts/test.sh installs Debian's chromium package)"
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)
+    return debian_binary("chromium", "MCP_CHROMIUM", "Chromium")
 
 
 def screenshots(tmp_path: Path) -> Path:

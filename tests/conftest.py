@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -31,6 +32,18 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def debian_binary(name: str, variable: str, package: str) -> str:
+    """A program from a Debian package (``scripts/test.sh`` installs it), or the one that
+    ``variable`` names. Outside CI a machine without it skips the test; in CI it fails."""
+    for candidate in (os.environ.get(variable), shutil.which(name), f"/usr/bin/{name}", f"/usr/sbin/{name}"):
+        if candidate and Path(candidate).exists():
+            return candidate
+    message = f"{package} is not installed (scripts/test.sh installs Debian's {name} package)"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
 
 
 def postgres_available() -> bool:

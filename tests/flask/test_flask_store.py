@@ -193,6 +193,18 @@ def test_postgres_urls_use_psycopg3() -> None:
         engine.dispose()
 
 
+@pytest.mark.postgres
+def test_postgres_connections_prepare_no_statements_unless_told_to(postgres_schema: dict[str, Any]) -> None:
+    """PgBouncer in transaction mode runs each transaction on any server connection: no
+    prepared statement may live on one (tests/protocol/test_pgbouncer.py); an app that has no
+    such pooler may have them back."""
+    for options, threshold in (({}, None), ({"connect_args": {"prepare_threshold": 5}}, 5)):
+        engine = make_engine(POSTGRES_URL, options)
+        with engine.connect() as connection:
+            assert connection.connection.dbapi_connection.prepare_threshold == threshold
+        engine.dispose()
+
+
 def test_postgres_connections_are_pinged_after_a_rest_unless_told_otherwise() -> None:
     """Not at every checkout (a round trip per store call); ``pool_pre_ping`` in the options
     hands the choice back to SQLAlchemy."""
