@@ -121,7 +121,12 @@ def main(argv: list[str] | None = None) -> None:
     serve.add_argument("--framework", choices=["django", "flask"], default="django")
     serve.add_argument("--server", choices=["dev", "gunicorn", "uvicorn"], default="dev")
     serve.add_argument("--workers", type=int, default=1)
-    serve.add_argument("--threads", type=int, default=16, help="threads per gunicorn worker")
+    serve.add_argument(
+        "--threads",
+        type=int,
+        default=int(os.environ.get("MCP_EXAMPLE_THREADS", "16")),
+        help="threads per gunicorn worker (default: MCP_EXAMPLE_THREADS, else 16)",
+    )
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--database", help="sqlite:///path or postgresql://user@host:port/name")

@@ -84,6 +84,15 @@ def _on_each_thread(executor: concurrent.futures.ThreadPoolExecutor, fn: Callabl
             executor.submit(run)
 
 
+def _released(fn: Callable[..., T], args: tuple[Any, ...], release: Callable[[], None]) -> T:
+    """``fn(*args)`` on a database thread, then what the thread need not keep given back
+    (``store.release_thread_connections``)."""
+    try:
+        return fn(*args)
+    finally:
+        release()
+
+
 def _denied_now() -> frozenset[str] | None:
     """The tools the request being served may not use (``None``: no such tool)."""
     request = current_request.get()
@@ -173,6 +182,7 @@ class MCPEndpoint:
         self._lifespan_task: asyncio.Task[None] | None = None
         self._db_used = 0.0
         self._idle_check: asyncio.TimerHandle | None = None
+        self._release: Callable[[], None] | None = getattr(store, "release_thread_connections", None)
 
     def close(self) -> None:
         """Exit the server's lifespan in this process (it is entered again on the next request).
@@ -322,7 +332,12 @@ class MCPEndpoint:
         loop = asyncio.get_running_loop()
         self._db_used = time.monotonic()
         try:
-            return await loop.run_in_executor(self._executor, functools.partial(fn, *args))
+            call = (
+                functools.partial(fn, *args)
+                if self._release is None
+                else functools.partial(_released, fn, args, self._release)
+            )
+            return await loop.run_in_executor(self._executor, call)
         finally:
             self._db_used = time.monotonic()
             if self._idle_check is None:

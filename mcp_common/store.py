@@ -826,6 +826,12 @@ class SessionStore(Protocol):
         endpoint's database threads once it has been idle); the next call opens them again."""
         ...
 
+    def release_thread_connections(self) -> None:
+        """After each store call on one of the endpoint's database threads: give back what the
+        thread need not keep between calls (Django: a connection of its connection pool, which
+        the other threads of the process need; a persistent connection stays)."""
+        ...
+
     def process_private(self) -> bool:
         """Whether the database lives in this process only (in memory), so that no other worker
         reads this one's heartbeat: the endpoint then does not write it.
@@ -1096,6 +1102,9 @@ class MemoryStore:
 
     def close_thread_connections(self) -> None:
         pass  # no connections
+
+    def release_thread_connections(self) -> None:
+        pass
 
     def process_private(self) -> bool:
         return True

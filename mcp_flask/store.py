@@ -1083,6 +1083,9 @@ class SQLAlchemyStore:
     def close_thread_connections(self) -> None:
         pass  # every call returns its connection to the engine's pool, which keeps it
 
+    def release_thread_connections(self) -> None:
+        pass  # so does every call
+
     def process_private(self) -> bool:
         return self._sqlite and _is_memory_sqlite(self.engine.url)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 from example_project import settings_common
@@ -109,6 +110,11 @@ else:
             "CONN_MAX_AGE": 60,
         }
     }
+    if os.environ.get("MCP_EXAMPLE_DB_POOL"):
+        # Django's psycopg connection pool (its options as JSON; the tests' pool setups): a
+        # pooled connection goes back to the pool after each request instead of persisting.
+        DATABASES["default"]["OPTIONS"] = {"pool": json.loads(os.environ["MCP_EXAMPLE_DB_POOL"])}
+        DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 STATIC_URL = "static/"
 USE_TZ = True

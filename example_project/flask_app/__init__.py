@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 import os
 from collections.abc import Mapping
@@ -98,6 +99,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         MCP_REQUEST_STATE_TTL=float(os.environ.get("MCP_EXAMPLE_STATE_TTL", "600")),
         MCP_HEARTBEAT_INTERVAL=float(os.environ.get("MCP_EXAMPLE_HEARTBEAT", "10")),
         PAYMENT_WEBHOOK_TOKEN=os.environ.get("MCP_EXAMPLE_WEBHOOK_TOKEN", "demo-webhook-token"),
+        # create_engine() options as JSON (the tests' pool limits).
+        MCP_ENGINE_OPTIONS=json.loads(os.environ.get("MCP_EXAMPLE_ENGINE_OPTIONS") or "{}"),
     )
     public_host = os.environ.get("MCP_EXAMPLE_PUBLIC_HOST")
     if public_host:

@@ -37,7 +37,7 @@ def test_both_eras_through_pgbouncer_in_transaction_mode(
     with transaction_pooler(direct.url) as pooled:
         live = server_pool.start(framework, "gunicorn", 1, Database("postgres", pooled), env=FAST)
         try:
-            asyncio.run(_conversations(live.url(), live.base_url))
+            asyncio.run(conversations(live.url(), live.base_url))
         except BaseException:
             print(live.log())
             raise
@@ -45,7 +45,9 @@ def test_both_eras_through_pgbouncer_in_transaction_mode(
             stop(live)
 
 
-async def _conversations(url: str, base_url: str) -> None:
+async def conversations(url: str, base_url: str) -> None:
+    """Both eras, ``ROUNDS`` times each on one connection, questions answered in both, a
+    completion from the payment webhook observed by the next 2026-07-28 call."""
     workers = WorkerLog()
     decline = Recorder(*[ElicitResult(action="decline")] * ROUNDS * 2)
     # 2026-07-28: plain calls, and questions whose request state is saved and redeemed.
