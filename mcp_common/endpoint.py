@@ -541,7 +541,7 @@ class MCPEndpoint:
     def iter_body(self, response: HTTPResponse) -> Iterator[bytes]:
         """A streaming body for a WSGI server."""
         assert response.stream is not None
-        return self.runner.iterate(response.stream, response.home)
+        return self.runner.iterate(response.stream, response.home, self._release)
 
     def aiter_body(self, response: HTTPResponse) -> AsyncIterator[bytes]:
         """A streaming body for an ASGI server."""

@@ -17,7 +17,7 @@ import os
 import sys
 import threading
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -129,11 +129,18 @@ class LoopRunner:
         """Await ``coro`` on the runner's loop from another event loop (an ASGI server's)."""
         return await asyncio.wrap_future(self.submit(coro))
 
-    def iterate(self, stream: AsyncIterator[bytes], home: HomeThread | None = None) -> Iterator[bytes]:
+    def iterate(
+        self,
+        stream: AsyncIterator[bytes],
+        home: HomeThread | None = None,
+        between: Callable[[], None] | None = None,
+    ) -> Iterator[bytes]:
         """A blocking iterator over an async stream that lives on the runner's loop (for WSGI);
         ``home``: the call's home thread, which runs the call's work while the iterating thread
-        waits for the next chunk, and is closed when the stream ends."""
-        iterator = _SyncStream(self, stream, home)
+        waits for the next chunk, and is closed when the stream ends. ``between``: run on the
+        iterating thread before it waits for each chunk (the store gives back what it need
+        not hold while the stream waits: a pooled connection)."""
+        iterator = _SyncStream(self, stream, home, between)
         self._streams.add(iterator)
         return iterator
 
@@ -178,8 +185,15 @@ async def _aclose(stream: AsyncIterator[bytes]) -> None:
 class _SyncStream:
     """WSGI servers call ``close()`` when the client goes away; that closes the async stream."""
 
-    def __init__(self, runner: LoopRunner, stream: AsyncIterator[bytes], home: HomeThread | None = None) -> None:
+    def __init__(
+        self,
+        runner: LoopRunner,
+        stream: AsyncIterator[bytes],
+        home: HomeThread | None = None,
+        between: Callable[[], None] | None = None,
+    ) -> None:
         self._runner = runner
+        self._between = between
         self._stream = stream
         self._closed = False
         self._interrupted = False
@@ -192,6 +206,8 @@ class _SyncStream:
     def __next__(self) -> bytes:
         if self._closed:
             raise StopIteration
+        if self._between is not None:
+            self._between()
         self._next = next_chunk = self._runner.submit(_anext(self._stream))
         if self._interrupted:  # between two chunks: no wait for the next
             next_chunk.cancel()

@@ -21,12 +21,12 @@ from tests.pgbouncer import transaction_pooler
 from tests.protocol.clients import Recorder, WorkerLog, spread_client
 from tests.protocol.test_elicitation_live import FAST, handle_elicitation, paid_ref, printed, text
 
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+
 ROUNDS = 8
 """More than psycopg's ``prepare_threshold`` (5) for every statement of a round."""
 
 
-@pytest.mark.slow
-@pytest.mark.postgres
 @pytest.mark.parametrize("framework", ["django", "flask"])
 def test_both_eras_through_pgbouncer_in_transaction_mode(
     framework: str, server_pool: ServerPool, databases: DatabaseFactory

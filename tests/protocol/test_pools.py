@@ -13,15 +13,19 @@ import subprocess
 import sys
 from collections.abc import Iterator
 
+import httpx
 import pytest
 from mcp.client import ClientRequestContext
 from mcp.types import ElicitRequestParams, ElicitResult
 
 from tests.conftest import ROOT, DatabaseFactory, LiveServer, ServerPool, stop
 from tests.protocol.clients import WorkerLog, spread_client
+from tests.protocol.test_bad_input import initialize
 from tests.protocol.test_elicitation_live import FAST, Notifications, handle_elicitation, wait_for
 from tests.protocol.test_official_client import text
 from tests.protocol.test_pgbouncer import conversations
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
 POOLS = {
     # 3 connections per process: fewer than the endpoint's 8 database threads.
@@ -51,8 +55,6 @@ class Held:
         return ElicitResult(action="accept", content={"name": "Ada Lovelace"})
 
 
-@pytest.mark.slow
-@pytest.mark.postgres
 def test_both_eras_and_waiting_questions_on_a_small_pool(pooled: LiveServer) -> None:
     async def greet(n: int) -> None:
         async with spread_client(pooled.url(), "2026-07-28", WorkerLog()) as client:
@@ -113,3 +115,41 @@ def _run(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     return done
+
+
+ONE_CONNECTION = {
+    "MCP_EXAMPLE_DB_POOL": json.dumps({"min_size": 1, "max_size": 1, "timeout": 0.3}),
+    "MCP_EXAMPLE_ENGINE_OPTIONS": json.dumps({"pool_size": 1, "max_overflow": 0, "pool_timeout": 0.3}),
+    "MCP_EXAMPLE_THREADS": "16",
+}
+
+
+@pytest.mark.parametrize("framework", ["django", "flask"])
+def test_streams_hold_no_pooled_connection_while_they_wait(
+    framework: str, server_pool: ServerPool, databases: DatabaseFactory
+) -> None:
+    """Idle legacy clients keep a GET stream open, which a WSGI worker holds for a moment
+    (``BLOCKING_HOLD_SECONDS``) before the client polls again: with one pooled connection,
+    six such streams and the sessions' calls at once all get through."""
+    live = server_pool.start(framework, "gunicorn", 1, databases.new("postgres"), env={**FAST, **ONE_CONNECTION})
+    try:
+        sessions = [initialize(live.url()) for _ in range(6)]
+        legacy = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
+
+        async def stream(http: httpx.AsyncClient, session: str) -> httpx.Response:
+            return await http.get(live.url(), headers={**legacy, "Mcp-Session-Id": session})
+
+        async def listing(http: httpx.AsyncClient, session: str) -> httpx.Response:
+            body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+            return await http.post(live.url(), json=body, headers={**legacy, "Mcp-Session-Id": session})
+
+        async def run() -> list[httpx.Response]:
+            async with httpx.AsyncClient(timeout=30) as http:
+                return await asyncio.gather(
+                    *(stream(http, s) for s in sessions), *(listing(http, s) for s in sessions * 2)
+                )
+
+        answers = asyncio.run(run())
+        assert [(a.request.method, a.status_code) for a in answers if a.status_code != 200] == [], live.log()
+    finally:
+        stop(live)
