@@ -16,6 +16,7 @@ import contextvars
 import functools
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
@@ -82,6 +83,11 @@ def _on_each_thread(executor: concurrent.futures.ThreadPoolExecutor, fn: Callabl
     with contextlib.suppress(RuntimeError):  # shut down already: so are its threads
         for _ in range(workers):
             executor.submit(run)
+
+
+BUSY_MESSAGE = "Server busy: no database connection is free; retry shortly"
+"""The error of a request the database's connection pool had no connection for in time (503)."""
+BUSY_RETRY_SECONDS = 1
 
 
 def _released(fn: Callable[..., T], args: tuple[Any, ...], release: Callable[[], None]) -> T:
@@ -475,7 +481,20 @@ class MCPEndpoint:
         # The host application is never broken by a bug of ours, nor by a database failing
         # under us: log it, answer JSON (a framework would answer its HTML error page), under
         # the request's id when its body is a request with one.
-        logger.exception("MCP endpoint %r failed to serve a request", self.name)
+        failure = sys.exc_info()[1]
+        exhausted = getattr(self.store, "pool_exhausted", None)
+        busy = failure is not None and exhausted is not None and exhausted(failure)
+        if busy:
+            # Not a bug: more requests at once than the pool has connections for. The client
+            # may retry; the operator learns which setting bounds it.
+            logger.warning(
+                "MCP endpoint %r: no database connection was free within the pool's timeout; "
+                "answered 503 (a larger pool, or fewer threads per worker, avoids it): %s",
+                self.name,
+                failure,
+            )
+        else:
+            logger.exception("MCP endpoint %r failed to serve a request", self.name)
         try:
             decoded = request.json()
         except Exception:  # not JSON: no id to answer under (and the answer must not fail)
@@ -483,6 +502,10 @@ class MCPEndpoint:
         request_id = decoded.get("id") if isinstance(decoded, dict) else None
         if type(request_id) is not str and type(request_id) is not int:
             request_id = None  # none, or not an id JSON-RPC allows (null, a bool, a float...)
+        if busy:
+            return error_response(
+                503, INTERNAL_ERROR, BUSY_MESSAGE, request_id, headers={"Retry-After": str(BUSY_RETRY_SECONDS)}
+            )
         return error_response(500, INTERNAL_ERROR, "Internal server error", request_id)
 
     def _handle(self, request: HTTPRequest) -> HTTPResponse:

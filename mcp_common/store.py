@@ -832,6 +832,12 @@ class SessionStore(Protocol):
         the other threads of the process need; a persistent connection stays)."""
         ...
 
+    def pool_exhausted(self, error: BaseException) -> bool:
+        """Whether ``error`` (raised while a request was served) says that the connection pool
+        had no connection free within its timeout: the request is answered 503, to be retried,
+        rather than 500."""
+        ...
+
     def process_private(self) -> bool:
         """Whether the database lives in this process only (in memory), so that no other worker
         reads this one's heartbeat: the endpoint then does not write it.
@@ -1105,6 +1111,9 @@ class MemoryStore:
 
     def release_thread_connections(self) -> None:
         pass
+
+    def pool_exhausted(self, error: BaseException) -> bool:
+        return False
 
     def process_private(self) -> bool:
         return True

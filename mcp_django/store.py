@@ -648,6 +648,16 @@ class DjangoStore:
             with contextlib.suppress(DatabaseError):  # a broken one is dropped all the same
                 connection.close()
 
+    def pool_exhausted(self, error: BaseException) -> bool:
+        # Django raises the pool's PoolTimeout as its OperationalError.
+        if not isinstance(error, OperationalError):
+            return False
+        try:
+            from psycopg_pool import PoolTimeout
+        except ImportError:  # no pool installed, none used
+            return False
+        return isinstance(error.__cause__, PoolTimeout)
+
     def process_private(self) -> bool:
         # Django's test database on SQLite is in memory.
         connection = connections[_alias()]

@@ -22,6 +22,7 @@ from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.mysql import BINARY as MYSQL_BINARY
 from sqlalchemy.engine import URL, ExceptionContext, make_url
 from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
 
@@ -1085,6 +1086,10 @@ class SQLAlchemyStore:
 
     def release_thread_connections(self) -> None:
         pass  # so does every call
+
+    def pool_exhausted(self, error: BaseException) -> bool:
+        # QueuePool: "QueuePool limit of size 5 overflow 10 reached, connection timed out".
+        return isinstance(error, PoolTimeout)
 
     def process_private(self) -> bool:
         return self._sqlite and _is_memory_sqlite(self.engine.url)

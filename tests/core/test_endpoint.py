@@ -1269,15 +1269,8 @@ def test_a_store_failing_in_the_requests_own_thread_is_a_json_rpc_500(
     page, traceback and all)."""
     import asyncio
 
-    store = BrokenStateStore(failing)
-    point = endpoint(store)
-    if failing == "redeem":
-        asked = json.loads(point.handle(modern_call("hello", {})).body)["result"]
-        ((key, _),) = asked["inputRequests"].items()
-        answer = {key: {"action": "accept", "content": {"name": "Ada"}}}
-        call = modern_call("hello", {}, requestState=asked["requestState"], inputResponses=answer)
-    else:
-        call = modern_call("hello", {})
+    point = endpoint(BrokenStateStore(failing))
+    call = _failing_call(point, failing)
     with caplog.at_level(logging.ERROR, logger="mcp_common"):
         response = point.handle(call) if entry == "wsgi" else asyncio.run(point.handle_from_other_loop(call))
     assert (response.status, response.headers["Content-Type"]) == (500, "application/json")
@@ -1289,6 +1282,47 @@ def test_a_store_failing_in_the_requests_own_thread_is_a_json_rpc_500(
         "error": {"code": -32603, "message": "Internal server error"},
     }
     assert any(record.exc_info and "the database went away" in str(record.exc_info[1]) for record in caplog.records)
+
+
+def _failing_call(point: MCPEndpoint, failing: str) -> HTTPRequest:
+    """The call whose request state the store fails to save, or (``redeem``) to redeem."""
+    if failing == "redeem":
+        asked = json.loads(point.handle(modern_call("hello", {})).body)["result"]
+        ((key, _),) = asked["inputRequests"].items()
+        answer = {key: {"action": "accept", "content": {"name": "Ada"}}}
+        return modern_call("hello", {}, requestState=asked["requestState"], inputResponses=answer)
+    return modern_call("hello", {})
+
+
+class ExhaustedPoolStore(BrokenStateStore):
+    """A database whose connection pool had no connection free in time (the store says so)."""
+
+    def pool_exhausted(self, error: BaseException) -> bool:
+        return isinstance(error, RuntimeError) and "went away" in str(error)
+
+
+@pytest.mark.parametrize(("entry", "failing"), [("wsgi", "save"), ("wsgi", "redeem"), ("asgi", "redeem")])
+def test_an_exhausted_connection_pool_is_a_json_rpc_503_to_retry(
+    entry: str, failing: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """More requests at once than the pool has connections for is no bug: the client is told
+    to retry (503, ``Retry-After``), the log says what bounds it, without a traceback."""
+    import asyncio
+
+    point = endpoint(ExhaustedPoolStore(failing))
+    call = _failing_call(point, failing)
+    with caplog.at_level(logging.WARNING, logger="mcp_common"):
+        response = point.handle(call) if entry == "wsgi" else asyncio.run(point.handle_from_other_loop(call))
+    assert (response.status, response.headers["Content-Type"]) == (503, "application/json")
+    assert response.headers["Retry-After"] == "1"
+    assert json.loads(response.body) == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "error": {"code": -32603, "message": "Server busy: no database connection is free; retry shortly"},
+    }
+    (record,) = [r for r in caplog.records if r.name.startswith("mcp_common")]
+    assert record.levelno == logging.WARNING and record.exc_info is None
+    assert "no database connection was free within the pool's timeout" in record.getMessage()
 
 
 FORKED_CLOSE = textwrap.dedent(

@@ -316,3 +316,27 @@ def _check_times_read_back_as_written(stored_as: Callable[[Any], bool]) -> None:
 
 def test_a_purge_removes_events_left_for_a_session_that_is_gone() -> None:
     check_a_purge_removes_events_left_for_a_session_that_is_gone(DjangoStore())
+
+
+def test_an_exhausted_connection_pool_is_told_from_other_failures() -> None:
+    """Django's pool (``OPTIONS["pool"]``) raises psycopg_pool's ``PoolTimeout`` as Django's
+    ``OperationalError``: the endpoint answers it 503, to retry, and other failures 500."""
+    from django.db import OperationalError
+    from psycopg_pool import PoolTimeout
+
+    postgresql = ConnectionHandler({DEFAULT_DB_ALIAS: {"ENGINE": "django.db.backends.postgresql", "NAME": "x"}})
+
+    def raised_by_django(error: Exception) -> BaseException:
+        try:
+            with postgresql[DEFAULT_DB_ALIAS].wrap_database_errors:
+                raise error
+        except Exception as exc:
+            return exc
+        raise AssertionError("not raised")
+
+    store = DjangoStore()
+    exhausted = raised_by_django(PoolTimeout("couldn't get a connection after 30.00 sec"))
+    assert isinstance(exhausted, OperationalError)
+    assert store.pool_exhausted(exhausted)
+    assert not store.pool_exhausted(OperationalError("server closed the connection unexpectedly"))
+    assert not store.pool_exhausted(RuntimeError("a bug"))

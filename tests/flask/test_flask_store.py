@@ -205,6 +205,22 @@ def test_postgres_connections_prepare_no_statements_unless_told_to(postgres_sche
         engine.dispose()
 
 
+@pytest.mark.postgres
+def test_an_exhausted_connection_pool_is_told_from_other_failures(postgres_schema: dict[str, Any]) -> None:
+    """SQLAlchemy's pool with no connection free within ``pool_timeout``: the endpoint answers
+    that 503, to retry, and other failures 500."""
+    engine = make_engine(POSTGRES_URL, {"pool_size": 1, "max_overflow": 0, "pool_timeout": 0.1, **postgres_schema})
+    store = SQLAlchemyStore(engine)
+    try:
+        with engine.connect(), pytest.raises(Exception) as raised:
+            store.worker_seen("w")  # the pool's one connection is taken
+        assert store.pool_exhausted(raised.value), raised.value
+        assert not store.pool_exhausted(DBAPIError("SELECT 1", {}, RuntimeError("server closed the connection")))
+        assert not store.pool_exhausted(RuntimeError("a bug"))
+    finally:
+        engine.dispose()
+
+
 def test_postgres_connections_are_pinged_after_a_rest_unless_told_otherwise() -> None:
     """Not at every checkout (a round trip per store call); ``pool_pre_ping`` in the options
     hands the choice back to SQLAlchemy."""
