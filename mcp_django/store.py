@@ -755,7 +755,10 @@ def _writing(connection: Any, one_statement: bool = False) -> Iterator[Any]:
 def _driver_cursor(connection: Any) -> Any:
     """The driver's own cursor. With psycopg 3 it binds parameters on the server (Django's
     default cursor quotes them into the SQL text: twice the client's and the server's work
-    for the store's wide INSERTs)."""
+    for the store's wide INSERTs). It prepares statements only as the connection's
+    ``prepare_threshold`` says, which Django sets to ``None`` unless ``OPTIONS`` names one: a
+    pooler in transaction mode (PgBouncer before 1.21) keeps working
+    (tests/protocol/test_pgbouncer.py)."""
     raw = connection.connection
     if connection.vendor == "postgresql":
         from django.db.backends.postgresql.psycopg_any import is_psycopg3
