@@ -138,9 +138,11 @@ def _retry(fn: Callable[..., T] | None = None, *, rerun: Rerun | None = None) ->
         def attempts(*args: Any, **kwargs: Any) -> T:
             try:
                 return fn(*args, **kwargs)
-            except (InterfaceError, OperationalError):
+            except (InterfaceError, OperationalError) as exc:
                 connection = connections[_alias()]
-                if connection.in_atomic_block:
+                # An exhausted pool gave no connection: a second try would only wait as long
+                # again (the pool's timeout) for the same error.
+                if connection.in_atomic_block or _pool_exhausted(exc):
                     raise
                 connection.close()
             if rerun is None:
@@ -165,6 +167,18 @@ def _retry(fn: Callable[..., T] | None = None, *, rerun: Rerun | None = None) ->
         return wrapper
 
     return decorate if fn is None else decorate(fn)
+
+
+def _pool_exhausted(error: BaseException) -> bool:
+    """Whether ``error`` is Django's pool (``OPTIONS["pool"]``) having no connection free within
+    its timeout: psycopg_pool's ``PoolTimeout``, raised as Django's ``OperationalError``."""
+    if not isinstance(error, OperationalError):
+        return False
+    try:
+        from psycopg_pool import PoolTimeout
+    except ImportError:  # no pool installed, none used
+        return False
+    return isinstance(error.__cause__, PoolTimeout)
 
 
 def _migrate_hint(alias: str) -> str:
@@ -649,14 +663,7 @@ class DjangoStore:
                 connection.close()
 
     def pool_exhausted(self, error: BaseException) -> bool:
-        # Django raises the pool's PoolTimeout as its OperationalError.
-        if not isinstance(error, OperationalError):
-            return False
-        try:
-            from psycopg_pool import PoolTimeout
-        except ImportError:  # no pool installed, none used
-            return False
-        return isinstance(error.__cause__, PoolTimeout)
+        return _pool_exhausted(error)
 
     def process_private(self) -> bool:
         # Django's test database on SQLite is in memory.

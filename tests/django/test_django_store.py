@@ -318,25 +318,50 @@ def test_a_purge_removes_events_left_for_a_session_that_is_gone() -> None:
     check_a_purge_removes_events_left_for_a_session_that_is_gone(DjangoStore())
 
 
+def _raised_by_django(error: Exception) -> BaseException:
+    """``error`` of psycopg's as Django's PostgreSQL backend raises it."""
+    postgresql = ConnectionHandler({DEFAULT_DB_ALIAS: {"ENGINE": "django.db.backends.postgresql", "NAME": "x"}})
+    try:
+        with postgresql[DEFAULT_DB_ALIAS].wrap_database_errors:
+            raise error
+    except Exception as exc:
+        return exc
+    raise AssertionError("not raised")
+
+
+def _pool_timeout() -> BaseException:
+    from psycopg_pool import PoolTimeout
+
+    return _raised_by_django(PoolTimeout("couldn't get a connection after 30.00 sec"))
+
+
 def test_an_exhausted_connection_pool_is_told_from_other_failures() -> None:
     """Django's pool (``OPTIONS["pool"]``) raises psycopg_pool's ``PoolTimeout`` as Django's
     ``OperationalError``: the endpoint answers it 503, to retry, and other failures 500."""
     from django.db import OperationalError
-    from psycopg_pool import PoolTimeout
-
-    postgresql = ConnectionHandler({DEFAULT_DB_ALIAS: {"ENGINE": "django.db.backends.postgresql", "NAME": "x"}})
-
-    def raised_by_django(error: Exception) -> BaseException:
-        try:
-            with postgresql[DEFAULT_DB_ALIAS].wrap_database_errors:
-                raise error
-        except Exception as exc:
-            return exc
-        raise AssertionError("not raised")
 
     store = DjangoStore()
-    exhausted = raised_by_django(PoolTimeout("couldn't get a connection after 30.00 sec"))
+    exhausted = _pool_timeout()
     assert isinstance(exhausted, OperationalError)
     assert store.pool_exhausted(exhausted)
     assert not store.pool_exhausted(OperationalError("server closed the connection unexpectedly"))
     assert not store.pool_exhausted(RuntimeError("a bug"))
+
+
+def test_an_exhausted_connection_pool_is_not_waited_for_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store call retries once on a connection that went bad; one that got no connection
+    from the pool within its timeout would only wait that long again before the 503."""
+    from django.db import OperationalError
+
+    from mcp_django import store as store_module
+
+    attempts: list[Any] = []
+
+    def no_connection(model: Any) -> Any:
+        attempts.append(model)
+        raise _pool_timeout()
+
+    monkeypatch.setattr(store_module, "_rows", no_connection)
+    with pytest.raises(OperationalError):
+        DjangoStore().worker_seen("w")
+    assert len(attempts) == 1
