@@ -475,9 +475,12 @@ class MCPEndpoint:
         try:
             return self._handle(request)
         except Exception:
-            return self._failed(request)
+            return self.failed(request)
 
-    def _failed(self, request: HTTPRequest) -> HTTPResponse:
+    def failed(self, request: HTTPRequest) -> HTTPResponse:
+        """The answer to ``request`` when serving it raised the exception being handled (call
+        it in the ``except`` block): JSON-RPC, 503 to retry when the database's connection
+        pool had no connection free, else 500; logged."""
         # The host application is never broken by a bug of ours, nor by a database failing
         # under us: log it, answer JSON (a framework would answer its HTML error page), under
         # the request's id when its body is a request with one.
@@ -546,7 +549,7 @@ class MCPEndpoint:
         try:
             return await self._handle_from_other_loop(request)
         except Exception:
-            return self._failed(request)
+            return self.failed(request)
 
     async def _handle_from_other_loop(self, request: HTTPRequest) -> HTTPResponse:
         self._process_check()
@@ -585,6 +588,6 @@ class MCPEndpoint:
                 return await handle_modern(self, request)
             return await self.legacy.handle(request)
         except Exception:
-            return self._failed(request)
+            return self.failed(request)
         finally:
             current_request.reset(token)

@@ -203,10 +203,15 @@ def _serve_sync(view: _Base, request: HttpRequest) -> HttpResponseBase:
     translated = view._translate_in(endpoint, request)
     if isinstance(translated, HTTPResponse):
         return _plain(translated)
-    translated.principal = principal_of(request)
-    checks = tool_checks(endpoint.server, translated)
-    if checks:
-        translated.denied = run_checks(checks, request)
+    try:
+        # Reading the user (its session) and permission checks query the database: a failure
+        # there (an outage, an exhausted connection pool) is answered as one in the endpoint.
+        translated.principal = principal_of(request)
+        checks = tool_checks(endpoint.server, translated)
+        if checks:
+            translated.denied = run_checks(checks, request)
+    except Exception:
+        return _plain(endpoint.failed(translated))
     # Django's handler set this thread's request state (script prefix, URLconf, language):
     # a tool that runs on it needs nothing more (DjangoEndpoint.tool_context).
     mark_serving_thread(request)
@@ -255,11 +260,14 @@ class AsyncMCPView(_Base):
         translated = self._translate_in(endpoint, request)
         if isinstance(translated, HTTPResponse):
             return _plain(translated)
-        translated.principal = await aprincipal_of(request)
-        checks = tool_checks(endpoint.server, translated)
-        if checks:
-            # Permission checks read the database: in a thread, as Django runs sync code.
-            translated.denied = await sync_to_async(run_checks)(checks, request)
+        try:
+            translated.principal = await aprincipal_of(request)
+            checks = tool_checks(endpoint.server, translated)
+            if checks:
+                # Permission checks read the database: in a thread, as Django runs sync code.
+                translated.denied = await sync_to_async(run_checks)(checks, request)
+        except Exception:  # as in the sync view
+            return _plain(endpoint.failed(translated))
         return _out(request, await endpoint.handle_from_other_loop(translated), endpoint.aiter_body)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from asgiref.sync import async_to_sync
 from django.conf import settings
+from django.contrib import auth as django_auth
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.checks import run_checks
@@ -265,3 +266,31 @@ def test_an_endpoint_routed_login_required_turns_anonymous_callers_away_with_jso
     assert refused.status_code == 403, refused
     assert json.loads(refused.content)["error"]["message"] == "Authentication required"
     assert principal(initialize("/mcp", {}, login=alice)) == f"django-user:{alice.pk}"
+
+
+@pytest.mark.parametrize("path", [ASYNC, SYNC])
+def test_a_user_the_database_cannot_load_is_a_json_error(
+    path: str, alice: User, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The signed-in user is read (session, user row) when the view first asks who calls: with
+    Django's connection pool exhausted that fails, and the client gets the endpoint's JSON 503
+    to retry, not Django's HTML error page."""
+    from tests.django.test_django_store import _pool_timeout
+
+    def no_connection(*_args: Any) -> Any:
+        raise _pool_timeout()
+
+    async def ano_connection(*_args: Any) -> Any:
+        raise _pool_timeout()
+
+    monkeypatch.setattr(django_auth, "get_user", no_connection)
+    monkeypatch.setattr(django_auth, "aget_user", ano_connection)
+    with (
+        override_settings(ROOT_URLCONF="tests.django.asgi_site"),
+        caplog.at_level(logging.WARNING, logger="mcp_common"),
+    ):
+        response = initialize(path, {}, login=alice)
+    assert (response.status_code, response["Content-Type"]) == (503, "application/json"), response.content
+    assert response["Retry-After"] == "1"
+    assert response.json()["error"]["message"] == "Server busy: no database connection is free; retry shortly"
+    assert not MCPSession.objects.exists()
