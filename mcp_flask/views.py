@@ -36,12 +36,19 @@ class MCPView(View):
         try:
             state = get_state(current_app)
             endpoint = state.endpoints[self.url]
-            translated = self.translate_request(endpoint, state.principal())
+            translated = self.translate_request(endpoint, None)
             if isinstance(translated, HTTPResponse):
                 return self.translate_response(endpoint, translated)
-            checks = tool_checks(endpoint.server, translated)
-            if checks:
-                translated.denied = run_checks(checks, translated.native)
+            try:
+                # The principal loader (Flask-Login's user loader) and permission checks may
+                # query the database: a failure there (an outage, an exhausted connection
+                # pool) is answered as one in the endpoint.
+                translated.principal = state.principal()
+                checks = tool_checks(endpoint.server, translated)
+                if checks:
+                    translated.denied = run_checks(checks, translated.native)
+            except Exception:
+                return self.translate_response(endpoint, endpoint.failed(translated))
             return self.translate_response(endpoint, endpoint.handle(translated), translated.native)
         except Exception:
             # The core never raises; this catches the adapter's own bugs and a failing

@@ -897,6 +897,21 @@ def test_a_failing_principal_loader_is_a_json_500(
     assert "LookupError: boom" in caplog.text
 
 
+def test_a_principal_loader_finding_the_pool_exhausted_is_a_json_503(make_app: Callable[..., Flask]) -> None:
+    """Flask-Login's user loader queries the app's database: when its connection pool has no
+    connection free in time, the client is told to retry."""
+    from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+    def exhausted() -> str | None:
+        raise PoolTimeout("QueuePool limit of size 5 overflow 10 reached, connection timed out, timeout 30.00")
+
+    app = make_app()
+    MCP(app, server=server, principal_loader=exhausted)
+    response = _initialize(app.test_client())
+    assert (response.status_code, response.is_json, response.headers["Retry-After"]) == (503, True, "1")
+    assert response.json["error"]["message"] == "Server busy: no database connection is free; retry shortly"
+
+
 def test_tables_not_created_yet_the_log_says_to_run_the_migration(
     make_app: Callable[..., Flask], caplog: pytest.LogCaptureFixture
 ) -> None:
