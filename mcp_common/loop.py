@@ -12,6 +12,7 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextvars
+import importlib
 import logging
 import os
 import sys
@@ -75,6 +76,8 @@ class LoopRunner:
 
     def _main(self) -> None:
         asyncio.set_event_loop(self._loop)
+        if _greenlet_threads():
+            _confine_running_loop(self._loop)
 
         async def main() -> None:
             self._stop = asyncio.Event()
@@ -156,6 +159,44 @@ class LoopRunner:
         finally:
             # Not awaited: on a client disconnect this runs inside a cancelled task.
             self.submit(_aclose(stream))
+
+
+def _greenlet_threads() -> bool:
+    """Whether ``threading`` is gevent's or eventlet's (gunicorn's ``gevent`` and ``eventlet``
+    workers patch it before the app is imported): every thread of the process is then a
+    greenlet of one OS thread."""
+    gevent = sys.modules.get("gevent.monkey")
+    if gevent is not None and gevent.is_module_patched("threading"):
+        return True
+    eventlet = sys.modules.get("eventlet.patcher")
+    return eventlet is not None and bool(eventlet.is_monkey_patched("thread"))
+
+
+def _confine_running_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """On the loop's greenlet: make the loop the running one only while that greenlet runs.
+
+    asyncio keeps the running loop per OS thread, and under gevent every "thread" is a
+    greenlet of the same one: left alone, every other greenlet (each request of the worker)
+    would see the endpoint's loop as its own running loop, and Django refuses the ORM there
+    ("You cannot call this from an async context"), in every view of the site, as
+    ``asyncio.run`` and ``async_to_sync`` refuse to start. Each switch of greenlets sets it
+    (a greenlet trace function, chained to one already installed, such as gevent's monitor)."""
+    greenlet: Any = importlib.import_module("greenlet")  # gevent's and eventlet's, untyped
+    home = greenlet.getcurrent()
+    set_running = asyncio.events._set_running_loop
+    previous = greenlet.settrace(None)
+
+    def trace(event: str, args: tuple[Any, Any]) -> None:
+        if event in ("switch", "throw"):
+            origin, target = args
+            if target is home:
+                set_running(loop if loop.is_running() else None)
+            elif origin is home:
+                set_running(None)
+        if previous is not None:
+            previous(event, args)
+
+    greenlet.settrace(trace)
 
 
 def _warn_if_threads_disabled() -> None:

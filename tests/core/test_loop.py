@@ -128,3 +128,45 @@ def test_uwsgi_without_python_threads_is_reported_at_start() -> None:
         )
         assert done.returncode == 0, done.stderr
         assert done.stderr.count("--enable-threads") == warned, done.stderr
+
+
+GEVENT_SCRIPT = textwrap.dedent(
+    """
+    from gevent import monkey
+
+    monkey.patch_all()  # as gunicorn's gevent worker does before it imports the app
+
+    import asyncio, threading, time
+    from mcp_common.loop import LoopRunner
+
+    runner = LoopRunner.shared()
+    seen = []
+
+    def request():  # another request of the worker, a greenlet as well
+        for _ in range(10):
+            seen.append(asyncio._get_running_loop())
+            time.sleep(0.01)
+
+    async def call():
+        await asyncio.sleep(0.01)
+        time.sleep(0.05)  # blocking in a coroutine: gevent lets the other greenlets run
+        return asyncio.get_running_loop() is runner.loop
+
+    other = threading.Thread(target=request)
+    other.start()
+    print(runner.run(call()), asyncio._get_running_loop(), flush=True)
+    other.join()
+    print(set(seen), asyncio.run(asyncio.sleep(0, "ran")), flush=True)
+    """
+)
+
+
+def test_under_gevent_only_the_loops_greenlet_sees_it_running() -> None:
+    """gunicorn's gevent worker makes every thread a greenlet of one OS thread, where asyncio
+    keeps one running loop: the endpoint's loop must not be the running loop of the worker's
+    other greenlets (Django's ORM refuses to run where one runs, ``asyncio.run`` to start)."""
+    done = subprocess.run(
+        [sys.executable, "-c", GEVENT_SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=30, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["True None", "{None} ran"], done.stdout + done.stderr
