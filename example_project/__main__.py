@@ -1,7 +1,8 @@
 """Start the example Django site or Flask app.
 
     python -m example_project serve --framework django|flask [--server dev|gunicorn|uvicorn]
-                                    [--workers N] [--threads N] [--port P] [--database URL]
+                                    [--workers N] [--threads N] [--worker-class gthread|gevent]
+                                    [--port P] [--database URL]
 
 The database is migrated first (SQLite in ``.data/`` by default; PostgreSQL with
 ``--database postgresql://user@host/name``). The server process then replaces this one, so
@@ -95,7 +96,9 @@ def _command(args: argparse.Namespace) -> list[str]:
                 "--no-reload",
             ]
         app = "example_project.flask_app.wsgi:app"
-    # gthread: a streaming SSE response holds one thread, not the whole worker.
+    # gthread: a streaming SSE response holds one thread, not the whole worker (gevent: one
+    # greenlet).
+    concurrency = ["--threads", str(args.threads)] if args.worker_class == "gthread" else []
     return [
         _executable("gunicorn"),
         app,
@@ -104,9 +107,8 @@ def _command(args: argparse.Namespace) -> list[str]:
         "--workers",
         str(args.workers),
         "--worker-class",
-        "gthread",
-        "--threads",
-        str(args.threads),
+        args.worker_class,
+        *concurrency,
         "--timeout",
         "120",
         "--log-level",
@@ -126,6 +128,12 @@ def main(argv: list[str] | None = None) -> None:
         type=int,
         default=int(os.environ.get("MCP_EXAMPLE_THREADS", "16")),
         help="threads per gunicorn worker (default: MCP_EXAMPLE_THREADS, else 16)",
+    )
+    serve.add_argument(
+        "--worker-class",
+        choices=["gthread", "gevent"],
+        default=os.environ.get("MCP_EXAMPLE_WORKER_CLASS", "gthread"),
+        help="gunicorn's worker class (default: MCP_EXAMPLE_WORKER_CLASS, else gthread; gevent needs gevent)",
     )
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
