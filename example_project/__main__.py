@@ -145,6 +145,8 @@ def main(argv: list[str] | None = None) -> None:
 
     if args.database:
         os.environ["MCP_EXAMPLE_DATABASE_URL"] = args.database
+    if args.command == "serve":
+        os.environ["MCP_EXAMPLE_WORKER_CLASS"] = args.worker_class  # read by the Django settings
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", DJANGO_SETTINGS)
     if args.command == "migrate":
         _migrate(args.framework)

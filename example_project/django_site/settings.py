@@ -115,6 +115,10 @@ else:
         # pooled connection goes back to the pool after each request instead of persisting.
         DATABASES["default"]["OPTIONS"] = {"pool": json.loads(os.environ["MCP_EXAMPLE_DB_POOL"])}
         DATABASES["default"]["CONN_MAX_AGE"] = 0
+if os.environ.get("MCP_EXAMPLE_WORKER_CLASS") == "gevent":
+    # Each request is a greenlet of its own, with its own connection: a persistent one would
+    # never be reused, and would stay open until the greenlet is collected.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 STATIC_URL = "static/"
 USE_TZ = True

@@ -2,7 +2,7 @@
 the endpoint's event loop included. The example apps under ``gunicorn -k gevent``, driven by the
 official client: both eras, a legacy question answered, a URL question completed by the
 payment webhook, the site's own database views around them, and a prompt SIGTERM with a
-conversation open."""
+conversation open. SQLite, and PostgreSQL through psycopg (which waits through gevent)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from tests.protocol.test_server_shutdown import PROMPT_STOP_SECONDS, open_conver
 
 @pytest.fixture(params=["django", "flask"])
 def gevent_server(
-    request: pytest.FixtureRequest, server_pool: ServerPool, databases: DatabaseFactory
+    request: pytest.FixtureRequest, server_pool: ServerPool, databases: DatabaseFactory, database_kind: str
 ) -> Iterator[LiveServer]:
     if importlib.util.find_spec("gevent") is None:
         message = "gevent is not installed (the dev extra installs it)"
@@ -33,7 +33,7 @@ def gevent_server(
             pytest.fail(message)
         pytest.skip(message)
     live = server_pool.start(
-        request.param, "gunicorn", 2, databases.new("sqlite"), env={"MCP_EXAMPLE_WORKER_CLASS": "gevent"}
+        request.param, "gunicorn", 2, databases.new(database_kind), env={"MCP_EXAMPLE_WORKER_CLASS": "gevent"}
     )
     yield live
     stop(live)
