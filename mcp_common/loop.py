@@ -58,6 +58,7 @@ class LoopRunner:
         """The process's runner; a forked child (gunicorn worker) gets its own."""
         with cls._shared_lock:
             if cls._shared is None or cls._shared_pid != os.getpid():
+                _warn_if_patched_late(cls._shared_lock)
                 cls._shared = cls()
                 cls._shared_pid = os.getpid()
                 atexit.register(cls._shared.stop)
@@ -197,6 +198,20 @@ def _confine_running_loop(loop: asyncio.AbstractEventLoop) -> None:
             previous(event, args)
 
     greenlet.settrace(trace)
+
+
+def _warn_if_patched_late(lock: Any) -> None:
+    """gunicorn's gevent worker patches ``threading`` after the app is imported, and with
+    ``--preload`` the app was imported first, in the master: its locks are real ones, and a
+    greenlet waiting for one held by another greenlet stops the whole worker, the event loop's
+    greenlet with it (Django itself refuses its database connections there)."""
+    if _greenlet_threads() and type(lock).__module__ == "_thread":
+        logger.warning(
+            "This process was monkey-patched (gevent or eventlet) after mcp_common was imported "
+            "(gunicorn's --preload with -k gevent): its locks are real threads' locks, and a "
+            "worker can hang on its first requests. Patch first (gevent.monkey.patch_all() at "
+            "the top of gunicorn.conf.py) or drop --preload."
+        )
 
 
 def _warn_if_threads_disabled() -> None:

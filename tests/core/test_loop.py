@@ -170,3 +170,15 @@ def test_under_gevent_only_the_loops_greenlet_sees_it_running() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:2] == ["True None", "{None} ran"], done.stdout + done.stderr
+
+
+def test_monkey_patching_after_the_import_is_reported_at_start() -> None:
+    """gunicorn ``--preload -k gevent`` imports the app, then patches: the core's locks are
+    real ones there, and a worker can hang. The process says so when its loop starts."""
+    late = "import mcp_common.loop\n" + GEVENT_SCRIPT
+    for script, warned in ((late, 1), (GEVENT_SCRIPT, 0)):
+        done = subprocess.run(
+            [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=30, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.count("gevent.monkey.patch_all() at the top of gunicorn.conf.py") == warned, done.stderr
