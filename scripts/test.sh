@@ -12,6 +12,21 @@ if command -v pg_isready >/dev/null 2>&1 && ! pg_isready -h 127.0.0.1 -p 5432 -q
   pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start || true
   for _ in $(seq 1 30); do pg_isready -h 127.0.0.1 -p 5432 -q && break; sleep 1; done
 fi
+# The live tests run example servers side by side in two processes, and each gunicorn thread of
+# a Django one keeps its connection (CONN_MAX_AGE, as production sets it): up to 95 at once were
+# seen, at PostgreSQL's default limit of 100. A local cluster gets room for 300 (once; the
+# setting persists); MCP_TEST_KEEP_PG_CONFIG=1 leaves it alone.
+if [ -z "${MCP_TEST_KEEP_PG_CONFIG:-}" ] && [ -d /etc/postgresql ] && command -v psql >/dev/null 2>&1 \
+  && pg_isready -h 127.0.0.1 -p 5432 -q; then
+  limit=$(psql -h 127.0.0.1 -p 5432 -U postgres -d postgres -Atc "SHOW max_connections" 2>/dev/null || echo "")
+  if [ -n "$limit" ] && [ "$limit" -lt 300 ]; then
+    log "raising PostgreSQL's max_connections from $limit to 300 for the live tests"
+    if psql -h 127.0.0.1 -p 5432 -U postgres -d postgres -qc "ALTER SYSTEM SET max_connections = 300"; then
+      pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main restart || true
+      for _ in $(seq 1 30); do pg_isready -h 127.0.0.1 -p 5432 -q && break; sleep 1; done
+    fi
+  fi
+fi
 if command -v redis-cli >/dev/null 2>&1 && ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
   log "starting Redis"
   mkdir -p /var/lib/redis /var/log/redis
