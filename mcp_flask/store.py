@@ -1180,6 +1180,17 @@ def _hint_migrate_to(error: DBAPIError, dialect: str) -> None:
         error.add_detail(_MIGRATE_HINT)
 
 
+def _ping(dialect: Any, dbapi_connection: Any) -> bool:
+    """The dialect's ping, except mysqlclient's: SQLAlchemy 2.0.20 (the oldest release
+    the ``flask`` extra admits) calls it as ``ping(False)``, which mysqlclient 2.2 deprecates
+    (a warning per ping, an error under ``-W error``); ``ping()`` is the same check, and what
+    later SQLAlchemy releases call."""
+    if dialect.driver == "mysqldb":
+        dbapi_connection.ping()
+        return True
+    return bool(dialect.do_ping(dbapi_connection))
+
+
 def _ping_when_idle(engine: Engine) -> None:
     """Ping a connection at checkout when it rested in the pool for ``IDLE_PING_SECONDS``; a
     dead one is replaced by the pool (``DisconnectionError``: SQLAlchemy's documented way for
@@ -1194,7 +1205,7 @@ def _ping_when_idle(engine: Engine) -> None:
         if rested_at is None or time.monotonic() - rested_at < IDLE_PING_SECONDS:
             return  # new, or back in use within the second
         try:
-            alive = dialect.do_ping(dbapi_connection)
+            alive = _ping(dialect, dbapi_connection)
         except dialect.loaded_dbapi.Error as exc:
             if dialect.is_disconnect(exc, dbapi_connection, None):
                 raise DisconnectionError(str(exc)) from exc

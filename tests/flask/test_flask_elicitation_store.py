@@ -830,6 +830,34 @@ def test_a_restarted_database_costs_the_store_no_error(
         engine.dispose()
 
 
+@pytest.mark.parametrize("kind", [b for b in BACKENDS if b != "sqlite"])  # a file has no server to lose
+def test_a_rested_connection_is_pinged_without_a_warning(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection that rested in the pool is pinged at checkout, and the ping itself warns
+    of nothing: SQLAlchemy 2.0.20 (the oldest release the ``flask`` extra admits) pings
+    MySQL with ``ping(False)``, which mysqlclient 2.2 deprecates, so under ``-W error`` the
+    first store call after a quiet second failed on MariaDB (and warned in a log otherwise)."""
+    from mcp_flask import store as store_module
+
+    monkeypatch.setattr(store_module, "IDLE_PING_SECONDS", 0.0)
+    pings: list[bool] = []
+    ping = store_module._ping
+
+    def counted(dialect: Any, dbapi_connection: Any) -> bool:
+        alive = ping(dialect, dbapi_connection)
+        pings.append(alive)
+        return alive
+
+    monkeypatch.setattr(store_module, "_ping", counted)
+    with _migrated_engine(kind, request, tmp_path) as engine:
+        store = SQLAlchemyStore(engine)
+        store.create_session(_session("s-rested", last_seen=time.time()))
+        session = store.get_session("s-rested")  # checks out the connection that just rested
+        assert session is not None and session.session_id == "s-rested"
+    assert pings and all(pings), pings
+
+
 def test_consume_is_single_use(store: SessionStore) -> None:
     now = time.time()
     state = _state(now=now)
