@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-log() { printf '\n== %s\n' "$*"; }
+log() { printf '\n== %s %s\n' "$(date +%T)" "$*"; }
 
 # -- services this machine runs on localhost; start any that is down -------------------------
 if command -v pg_isready >/dev/null 2>&1 && ! pg_isready -h 127.0.0.1 -p 5432 -q; then
@@ -184,3 +184,4 @@ if [ "$#" -eq 0 ]; then
   log "running the Flask tests on $("$VENVMIN/bin/python" -c 'from importlib.metadata import version as v; print(*(f"{n} {v(n)}" for n in ("Flask", "Werkzeug", "SQLAlchemy", "alembic")), sep=", ")')"
   "$VENVMIN/bin/python" -m pytest "${PARALLEL[@]}" tests/flask
 fi
+log "every pass done in $((SECONDS / 60)) min $((SECONDS % 60)) s"
