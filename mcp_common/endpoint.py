@@ -304,7 +304,7 @@ class MCPEndpoint:
         """Beat for this worker and expire overdue elicitations, forever (one short write each;
         no beat on a database that lives in this process only)."""
         private: bool | None = None
-        outage = Outage(logger, "MCP heartbeat")
+        outage = Outage(logger, f"The heartbeat of MCP endpoint {self.name!r}")
         while True:
             try:
                 now = time.time()

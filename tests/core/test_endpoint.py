@@ -44,8 +44,8 @@ async def ask_name() -> Name | Elicit[Name]:
     return Elicit("Who are you?", Name)
 
 
-def build_server() -> MCPServer:
-    server = MCPServer("Workers")
+def build_server(name: str = "Workers") -> MCPServer:
+    server = MCPServer(name)
 
     @server.tool()
     async def hello(who: Annotated[Name, Resolve(ask_name)]) -> str:
@@ -72,8 +72,8 @@ def build_server() -> MCPServer:
     return server
 
 
-def endpoint(store: MemoryStore, secret: str = SECRET, **config: Any) -> MCPEndpoint:
-    return MCPEndpoint(build_server(), MCPConfig(secret_keys=(secret,), poll_interval=0.02, **config), store)
+def endpoint(store: MemoryStore, secret: str = SECRET, *, name: str = "Workers", **config: Any) -> MCPEndpoint:
+    return MCPEndpoint(build_server(name), MCPConfig(secret_keys=(secret,), poll_interval=0.02, **config), store)
 
 
 def request(method: str, body: Any = None, **headers: str) -> HTTPRequest:
@@ -1094,22 +1094,25 @@ class FailsFiveSweeps(FailsOnceWithARuntimeError):
 
 def test_a_heartbeat_outage_is_logged_when_it_starts_and_when_it_ends(caplog: pytest.LogCaptureFixture) -> None:
     """Five failed beats in a row: one WARNING with the traceback, then an INFO at the first
-    beat that works (it was a WARNING per beat, for as long as the database was away)."""
+    beat that works (it was a WARNING per beat, for as long as the database was away). Each
+    names its endpoint: a site serves several, and other tests' endpoints beat in this process
+    too (pytest-django refuses their database access outside a database test)."""
     store = FailsFiveSweeps()
     caplog.set_level(logging.INFO, logger="mcp_common")
-    point = endpoint(store, heartbeat_interval=0.01)
+    point = endpoint(store, name="Outage-5", heartbeat_interval=0.01)
     try:
         initialize(point)
 
         def logged() -> list[tuple[str, str]]:
-            return [(r.levelname, r.getMessage()) for r in caplog.records if "heartbeat" in r.getMessage()]
+            return [(r.levelname, r.getMessage()) for r in caplog.records if "'Outage-5'" in r.getMessage()]
 
         deadline = time.monotonic() + 10
         while len(logged()) < 2 and time.monotonic() < deadline:
             time.sleep(0.01)
         (warning, back) = logged()
-        assert warning == ("WARNING", "MCP heartbeat failed; retrying")
-        assert back[0] == "INFO" and back[1].startswith("MCP heartbeat works again after"), back
+        assert warning == ("WARNING", "The heartbeat of MCP endpoint 'Outage-5' failed; retrying")
+        assert back[0] == "INFO", back
+        assert back[1].startswith("The heartbeat of MCP endpoint 'Outage-5' works again after"), back
         assert back[1].endswith("(5 failed attempts)"), back
     finally:
         point.close()
@@ -1119,14 +1122,14 @@ def test_a_beat_that_fails_with_a_runtime_error_does_not_stop_the_heartbeat(capl
     """Only the process's shutdown ends the heartbeat: had a failed beat stopped it, the other
     workers would take this live worker for dead and end its streams."""
     store = FailsOnceWithARuntimeError()
-    point = endpoint(store, heartbeat_interval=0.01)
+    point = endpoint(store, name="Runtime-1", heartbeat_interval=0.01)
     try:
         initialize(point)
         deadline = time.monotonic() + 5
         while store.beats < 3 and time.monotonic() < deadline:
             time.sleep(0.01)
         assert store.beats >= 3
-        assert "MCP heartbeat failed; retrying" in caplog.text
+        assert "The heartbeat of MCP endpoint 'Runtime-1' failed; retrying" in caplog.text
         # Its database threads gone (as at the interpreter's exit), it ends, quietly.
         task = point._lifespan_task
         assert task is not None and not task.done()
