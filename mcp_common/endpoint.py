@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from mcp.server.request_state import RequestStateSecurity
 from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from mcp_common import _sdk
@@ -480,14 +480,23 @@ class MCPEndpoint:
     def failed(self, request: HTTPRequest) -> HTTPResponse:
         """The answer to ``request`` when serving it raised the exception being handled (call
         it in the ``except`` block): JSON-RPC, 503 to retry when the database's connection
-        pool had no connection free, else 500; logged."""
+        pool had no connection free, 400 when the request was nested too deeply to work
+        through (a ``RecursionError``), else 500; logged."""
         # The host application is never broken by a bug of ours, nor by a database failing
         # under us: log it, answer JSON (a framework would answer its HTML error page), under
         # the request's id when its body is a request with one.
         failure = sys.exc_info()[1]
         exhausted = getattr(self.store, "pool_exhausted", None)
         busy = failure is not None and exhausted is not None and exhausted(failure)
-        if busy:
+        too_deep = isinstance(failure, RecursionError)
+        if too_deep:
+            # Not a bug either: the request's own JSON, nested nearly as deep as the parser
+            # reads, is nested too deep for a later step (the SDK's request-state seal writes
+            # the arguments back as JSON with less of the stack left). The client's mistake.
+            logger.warning(
+                "MCP endpoint %r: a request nested too deeply to serve was refused", self.name, exc_info=True
+            )
+        elif busy:
             # Not a bug: more requests at once than the pool has connections for. The client
             # may retry; the operator learns which setting bounds it.
             logger.warning(
@@ -505,6 +514,8 @@ class MCPEndpoint:
         request_id = decoded.get("id") if isinstance(decoded, dict) else None
         if type(request_id) is not str and type(request_id) is not int:
             request_id = None  # none, or not an id JSON-RPC allows (null, a bool, a float...)
+        if too_deep:
+            return error_response(400, INVALID_PARAMS, "Invalid params: nested too deeply", request_id)
         if busy:
             return error_response(
                 503, INTERNAL_ERROR, BUSY_MESSAGE, request_id, headers={"Retry-After": str(BUSY_RETRY_SECONDS)}

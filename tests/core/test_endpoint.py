@@ -1490,3 +1490,23 @@ def test_an_initialize_nested_too_deeply_to_keep_opens_no_session(depth: int) ->
     # Within the limits, the same client opens a session that serves.
     session = initialize(point, {"experimental": {"x": {"a": {"b": 1}}}})
     assert point.handle(legacy(session, {"jsonrpc": "2.0", "id": 1, "method": "ping"})).status == 200
+
+
+def test_a_call_nested_as_deep_as_json_reads_is_a_client_error_not_a_500() -> None:
+    """Arguments nested just short of what the JSON parser refuses parse, then fail further in
+    (the SDK's request-state seal writes them back as JSON, with fewer levels of stack left):
+    that client's mistake was a 500. At every depth it is the client's error, never the
+    server's."""
+    point = endpoint(MemoryStore())
+    try:
+        statuses = set()
+        for depth in range(700, 1000, 2):
+            call = modern_call("hello", {"x": 0})
+            call.body = call.body.replace(b'"x": 0', b'"x": ' + b"[" * depth + b"]" * depth)
+            response = point.handle(call)
+            statuses.add(response.status)
+            assert response.status < 500, (depth, response.body)
+            assert json.loads(response.body)["jsonrpc"] == "2.0"
+        assert 400 in statuses  # the deepest are refused (as the SDK's own transport refuses them)
+    finally:
+        point.close()
