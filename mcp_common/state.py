@@ -296,7 +296,11 @@ def prepare_blocking(endpoint: MCPEndpoint, request: HTTPRequest) -> HTTPRequest
         decoded = request.json()
     except (ValueError, RecursionError):
         return request
-    if not isinstance(decoded, dict) or decoded.get("method") not in INPUT_REQUIRED_METHODS or "id" not in decoded:
+    if not isinstance(decoded, dict) or "id" not in decoded:
+        return request
+    method = decoded.get("method")
+    # A list or an object is no method (and no set can look one up): the loop side refuses it.
+    if not isinstance(method, str) or method not in INPUT_REQUIRED_METHODS:
         return request
     params = decoded.get("params")
     if not isinstance(params, dict):

@@ -1510,3 +1510,20 @@ def test_a_call_nested_as_deep_as_json_reads_is_a_client_error_not_a_500() -> No
         assert 400 in statuses  # the deepest are refused (as the SDK's own transport refuses them)
     finally:
         point.close()
+
+
+@pytest.mark.parametrize("method", [[], ["tools/call"], {}, {"name": "tools/call"}])
+def test_a_modern_request_whose_method_is_not_a_string_is_invalid_not_a_500(method: Any) -> None:
+    """A 2026-07-28 body whose ``method`` is a list or an object is not a JSON-RPC request:
+    a 400 the client can read, as a missing method is. Before its request state was looked
+    for, it was checked against the set of methods that carry one, which such a value cannot
+    be looked up in: a 500."""
+    point = endpoint(MemoryStore())
+    try:
+        meta = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+        body = {"jsonrpc": "2.0", "id": 4, "method": method, "params": {"_meta": meta}}
+        response = point.handle(request("POST", body, mcp_protocol_version=MODERN, mcp_method="tools/list"))
+        assert response.status == 400, response.body
+        assert json.loads(response.body)["error"]["code"] == -32600
+    finally:
+        point.close()
