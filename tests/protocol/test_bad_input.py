@@ -91,6 +91,14 @@ def test_not_a_jsonrpc_message(server: LiveServer, era: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("method", [["tools/list"], {"name": "tools/list"}], ids=["list", "object"])
+def test_a_method_that_is_not_a_string_modern(server: LiveServer, method: Any) -> None:
+    """Not a JSON-RPC request: a 400 the client can read (it was a 500 under gunicorn)."""
+    body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": {"_meta": ENVELOPE}}
+    jsonrpc_error(post(server.url(), body, modern_headers("tools/list")), 400, -32600)
+
+
+@pytest.mark.slow
 def test_unknown_method_modern(server: LiveServer) -> None:
     body = {"jsonrpc": "2.0", "id": 7, "method": "no/such", "params": {"_meta": ENVELOPE}}
     error = jsonrpc_error(post(server.url(), body, modern_headers("no/such")), 404, -32601)
