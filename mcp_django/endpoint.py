@@ -108,21 +108,30 @@ async def thread_sensitive(state: contextlib.AbstractContextManager[Any]) -> Asy
     context = ThreadSensitiveContext()
     aborted = False
     home = open_home()
-    async with context:
-        if home is not None:
-            SyncToAsync.context_to_thread_executor[context] = _HomeOrOwnThread(home)
-        try:
-            with state:
-                yield
-        except GeneratorExit:
-            aborted = True  # a coroutine closed mid-call: nothing may be awaited
-            raise
-        finally:
-            executor = _own_thread(SyncToAsync.context_to_thread_executor.get(context))
-            if executor is not None:
-                closed = executor.submit(connections.close_all)
-                if not aborted:
-                    await asyncio.wrap_future(closed)
+    # Set by hand, not entered with ``async with``: asgiref's context defers to one the call
+    # inherited, Django's ASGI handler's for the request, whose thread under the sync view (what
+    # uvicorn serves a project without ASGI_APPLICATION) is the request's, busy waiting for this
+    # very call: the tool's ORM work would wait for it for ever.
+    token = SyncToAsync.thread_sensitive_context.set(context)
+    if home is not None:
+        SyncToAsync.context_to_thread_executor[context] = _HomeOrOwnThread(home)
+    try:
+        with state:
+            yield
+    except GeneratorExit:
+        aborted = True  # a coroutine closed mid-call: nothing may be awaited
+        raise
+    finally:
+        executor = SyncToAsync.context_to_thread_executor.pop(context, None)
+        own = _own_thread(executor)
+        if own is not None:
+            closed = own.submit(connections.close_all)
+            if not aborted:
+                await asyncio.wrap_future(closed)
+        if executor is not None:
+            executor.shutdown(wait=False)  # its queued work (the close) still runs
+        with contextlib.suppress(ValueError):  # closed from another context: nothing to restore
+            SyncToAsync.thread_sensitive_context.reset(token)
 
 
 class _HomeOrOwnThread(concurrent.futures.Executor):

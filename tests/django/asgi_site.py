@@ -28,12 +28,19 @@ def user_count() -> int:
     return count
 
 
+@counts.tool()
+async def user_count_async() -> int:
+    """How many users there are, through the async ORM (``acount()``, ``sync_to_async``)."""
+    return await User.objects.acount()
+
+
 urlpatterns = [
     path("asgi-mcp", AsyncMCPView.as_view()),
     path("asgi-mcp-sync", MCPView.as_view()),
     path("guarded-async", AsyncMCPView.as_view(server="tests.django.guarded_server.mcp")),
     path("guarded-sync", MCPView.as_view(server="tests.django.guarded_server.mcp")),
     path("counts-async", AsyncMCPView.as_view(server=counts)),
+    path("counts-sync", MCPView.as_view(server=counts)),
     path("bistro-async", AsyncMCPView.as_view(server="example_project.servers.bistro.mcp")),
 ]
 

@@ -94,6 +94,43 @@ def test_djangos_lazy_user_is_recognised() -> None:
     assert not _is_django_lazy_user(SimpleLazyObject(lambda: User(username="x")))
 
 
+def asgi_scope(path: str, headers: dict[str, str]) -> dict[str, Any]:
+    """The scope of a POST to ``path`` as uvicorn builds it."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(name.lower().encode(), value.encode()) for name, value in headers.items()],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 80),
+    }
+
+
+async def asgi_serve(scope: dict[str, Any], messages: list[dict[str, Any]], sent: list[dict[str, Any]]) -> None:
+    """Django's ASGI handler answering ``scope``, its body read from ``messages``, its answer
+    appended to ``sent``."""
+    done = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        if messages:
+            return messages.pop(0)
+        await done.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+        if message["type"] == "http.response.body" and not message.get("more_body"):
+            done.set()
+
+    await ASGIHandler()(scope, receive, send)
+
+
 def asgi_post(
     path: str,
     chunks: list[bytes],
@@ -106,39 +143,9 @@ def asgi_post(
     sent_headers = {"Host": "localhost", "Content-Type": "application/json", "Accept": ACCEPT, **(headers or {})}
     if "Content-Length" not in sent_headers:
         sent_headers["Transfer-Encoding"] = "chunked"
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "root_path": "",
-        "query_string": b"",
-        "headers": [(name.lower().encode(), value.encode()) for name, value in sent_headers.items()],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 80),
-    }
     messages = [{"type": "http.request", "body": chunk, "more_body": True} for chunk in chunks]
     messages.append({"type": "http.request", "body": b"", "more_body": False})
     sent: list[dict[str, Any]] = []
-
-    async def run() -> None:
-        done = asyncio.Event()
-
-        async def receive() -> dict[str, Any]:
-            if messages:
-                return messages.pop(0)
-            await done.wait()
-            return {"type": "http.disconnect"}
-
-        async def send(message: dict[str, Any]) -> None:
-            sent.append(message)
-            if message["type"] == "http.response.body" and not message.get("more_body"):
-                done.set()
-
-        await ASGIHandler()(scope, receive, send)
 
     # Django's thread-sensitive sync code (the view, a tool's ORM work) runs here on the test's
     # own thread (async_to_sync's caller), where the handler sets the script prefix and
@@ -146,7 +153,7 @@ def asgi_post(
     prefix = get_script_prefix()
     try:
         with override_settings(ROOT_URLCONF=urlconf) if urlconf is not None else contextlib.nullcontext():
-            async_to_sync(run)()
+            async_to_sync(asgi_serve)(asgi_scope(path, sent_headers), messages, sent)
     finally:
         set_script_prefix(prefix)
         translation.deactivate()
@@ -310,6 +317,63 @@ def test_async_tools_use_the_orm_on_threads_of_their_own_and_close_their_connect
     assert len({name for name, _ in used}) == 3, used
     if connection.vendor != "sqlite":  # an in-memory SQLite database ignores close()
         assert [wrapper.connection for _, wrapper in used] == [None, None, None]
+
+
+@pytest.mark.parametrize("path", ["/counts-sync", "/counts-async"])
+def test_an_async_tools_orm_work_under_uvicorn_does_not_wait_for_the_requests_thread(path: str) -> None:
+    """A project from ``startproject`` sets no ``ASGI_APPLICATION``, so uvicorn serves it the
+    sync view, which Django's ASGI handler runs on the request's thread-sensitive thread while
+    the call runs. An async tool's ORM work (``acount()``) must not be queued on that thread,
+    busy waiting for the call: it runs on a thread of the call's own, as with the async view.
+    (It was queued there: every async tool that touched the ORM hung until the client gave up.)
+    Served as uvicorn serves it, on an event loop of its own, with no ``async_to_sync`` above."""
+    import threading
+
+    from tests.django import asgi_site
+
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "user_count_async", "arguments": {}, "_meta": meta},
+        }
+    ).encode()
+    headers = {
+        "Host": "localhost",
+        "Content-Type": "application/json",
+        "Content-Length": str(len(body)),
+        "Accept": ACCEPT,
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "user_count_async",
+    }
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+    sent: list[dict[str, Any]] = []
+
+    User.objects.create_user("alice")
+    prefix = get_script_prefix()
+    # A daemon thread: a call that hangs fails the test instead of hanging it.
+    serve = asgi_serve(asgi_scope(path, headers), messages, sent)
+    server = threading.Thread(target=asyncio.run, args=(serve,), daemon=True)
+    try:
+        with override_settings(ROOT_URLCONF="tests.django.asgi_site"):
+            server.start()
+            server.join(20)
+    finally:
+        set_script_prefix(prefix)
+        translation.deactivate()
+        from mcp_django.registry import get_endpoint
+        from tests.django.test_django_elicitation import close_database_threads
+
+        endpoint = get_endpoint(asgi_site.counts)
+        endpoint.close()
+        close_database_threads(endpoint)
+    assert not server.is_alive(), "the call hung: its ORM work waited for the request's busy thread"
+    assert sent[0]["status"] == 200, sent
+    answer = json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
+    assert answer["result"]["structuredContent"] == {"result": 1}, answer
 
 
 class _Name(BaseModel):
