@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from io import BytesIO
 from typing import Any, ClassVar, TypeVar
 
@@ -11,6 +11,7 @@ from asgiref.sync import sync_to_async
 from django.apps import apps
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.core.handlers.asgi import ASGIRequest
 from django.core.handlers.wsgi import WSGIRequest
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.utils.decorators import classonlymethod
@@ -215,7 +216,40 @@ def _serve_sync(view: _Base, request: HttpRequest) -> HttpResponseBase:
     # Django's handler set this thread's request state (script prefix, URLconf, language):
     # a tool that runs on it needs nothing more (DjangoEndpoint.tool_context).
     mark_serving_thread(request)
-    return _out(request, endpoint.handle(translated), endpoint.iter_body)
+    body = endpoint.iter_body
+    if isinstance(request, ASGIRequest):  # uvicorn serving a project without ASGI_APPLICATION
+        return _out(request, endpoint.handle(translated), lambda response: _FrameByFrame(body(response)))
+    return _out(request, endpoint.handle(translated), body)
+
+
+class _FrameByFrame:
+    """The sync view's stream under ASGI, as Django's ASGI handler must get it to send each
+    frame as it comes: an async iterator. Given the blocking iterator itself, Django reads it
+    whole before sending any of it (with a warning), so a tool's progress and log reached the
+    client only with its result. Each frame is read on the request's thread, where Django
+    would have read the whole stream; closing closes the stream, as Django would have."""
+
+    def __init__(self, frames: Iterator[bytes]) -> None:
+        self._frames = frames
+        self._read = sync_to_async(_next_frame, thread_sensitive=True)
+
+    def __aiter__(self) -> _FrameByFrame:
+        return self
+
+    async def __anext__(self) -> bytes:
+        frame = await self._read(self._frames)
+        if frame is None:
+            raise StopAsyncIteration
+        return frame
+
+    def close(self) -> None:
+        close = getattr(self._frames, "close", None)
+        if close is not None:
+            close()
+
+
+def _next_frame(frames: Iterator[bytes]) -> bytes | None:
+    return next(frames, None)
 
 
 def _out(request: HttpRequest, response: HTTPResponse, body: Callable[[HTTPResponse], Any]) -> HttpResponseBase:

@@ -4,6 +4,8 @@ application's own authentication middleware would."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Callable
 
 from django.contrib.auth.models import AnonymousUser, User
@@ -12,6 +14,7 @@ from django.http import HttpRequest, HttpResponseBase
 from django.urls import path
 from django.utils.functional import SimpleLazyObject
 from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
 
 from mcp_django.views import AsyncMCPView, MCPView
 
@@ -32,6 +35,17 @@ def user_count() -> int:
 async def user_count_async() -> int:
     """How many users there are, through the async ORM (``acount()``, ``sync_to_async``)."""
     return await User.objects.acount()
+
+
+progress_seen = threading.Event()
+"""Set by a test once the client has received ``progress_then_wait``'s progress."""
+
+
+@counts.tool()
+async def progress_then_wait(ctx: Context) -> str:
+    """Reports progress, then waits (at most 10 s) until the client has received it."""
+    await ctx.report_progress(1, 2)
+    return "seen" if await asyncio.to_thread(progress_seen.wait, 10) else "not seen"
 
 
 urlpatterns = [

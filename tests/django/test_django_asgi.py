@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import threading
+from collections.abc import Callable
 from io import BytesIO
 from typing import Any
 
@@ -319,27 +321,22 @@ def test_async_tools_use_the_orm_on_threads_of_their_own_and_close_their_connect
         assert [wrapper.connection for _, wrapper in used] == [None, None, None]
 
 
-@pytest.mark.parametrize("path", ["/counts-sync", "/counts-async"])
-def test_an_async_tools_orm_work_under_uvicorn_does_not_wait_for_the_requests_thread(path: str) -> None:
-    """A project from ``startproject`` sets no ``ASGI_APPLICATION``, so uvicorn serves it the
-    sync view, which Django's ASGI handler runs on the request's thread-sensitive thread while
-    the call runs. An async tool's ORM work (``acount()``) must not be queued on that thread,
-    busy waiting for the call: it runs on a thread of the call's own, as with the async view.
-    (It was queued there: every async tool that touched the ORM hung until the client gave up.)
-    Served as uvicorn serves it, on an event loop of its own, with no ``async_to_sync`` above."""
-    import threading
-
+def serve_like_uvicorn(
+    path: str, tool: str, meta: dict[str, Any] | None = None, on_send: Callable[[dict[str, Any]], None] | None = None
+) -> tuple[bool, list[dict[str, Any]]]:
+    """A 2026-07-28 call of ``tool`` at ``path`` of ``tests.django.asgi_site`` through Django's
+    ASGI handler as uvicorn runs it: on an event loop of its own, with no ``async_to_sync``
+    above. Whether it finished within 20 seconds (on a daemon thread: a call that hangs fails
+    the test instead of hanging it), and the ASGI messages sent (each also to ``on_send``)."""
     from tests.django import asgi_site
 
-    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
-    body = json.dumps(
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "tools/call",
-            "params": {"name": "user_count_async", "arguments": {}, "_meta": meta},
-        }
-    ).encode()
+    full_meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        **(meta or {}),
+    }
+    params = {"name": tool, "arguments": {}, "_meta": full_meta}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
     headers = {
         "Host": "localhost",
         "Content-Type": "application/json",
@@ -347,16 +344,22 @@ def test_an_async_tools_orm_work_under_uvicorn_does_not_wait_for_the_requests_th
         "Accept": ACCEPT,
         "MCP-Protocol-Version": "2026-07-28",
         "Mcp-Method": "tools/call",
-        "Mcp-Name": "user_count_async",
+        "Mcp-Name": tool,
     }
     messages = [{"type": "http.request", "body": body, "more_body": False}]
     sent: list[dict[str, Any]] = []
 
-    User.objects.create_user("alice")
+    class Sent(list):  # type: ignore[type-arg]
+        def append(self, message: dict[str, Any]) -> None:
+            super().append(message)
+            sent.append(message)
+            if on_send is not None:
+                on_send(message)
+
     prefix = get_script_prefix()
-    # A daemon thread: a call that hangs fails the test instead of hanging it.
-    serve = asgi_serve(asgi_scope(path, headers), messages, sent)
-    server = threading.Thread(target=asyncio.run, args=(serve,), daemon=True)
+    server = threading.Thread(
+        target=asyncio.run, args=(asgi_serve(asgi_scope(path, headers), messages, Sent()),), daemon=True
+    )
     try:
         with override_settings(ROOT_URLCONF="tests.django.asgi_site"):
             server.start()
@@ -370,10 +373,42 @@ def test_an_async_tools_orm_work_under_uvicorn_does_not_wait_for_the_requests_th
         endpoint = get_endpoint(asgi_site.counts)
         endpoint.close()
         close_database_threads(endpoint)
-    assert not server.is_alive(), "the call hung: its ORM work waited for the request's busy thread"
+    return not server.is_alive(), sent
+
+
+@pytest.mark.parametrize("path", ["/counts-sync", "/counts-async"])
+def test_an_async_tools_orm_work_under_uvicorn_does_not_wait_for_the_requests_thread(path: str) -> None:
+    """A project from ``startproject`` sets no ``ASGI_APPLICATION``, so uvicorn serves it the
+    sync view, which Django's ASGI handler runs on the request's thread-sensitive thread while
+    the call runs. An async tool's ORM work (``acount()``) must not be queued on that thread,
+    busy waiting for the call: it runs on a thread of the call's own, as with the async view.
+    (It was queued there: every async tool that touched the ORM hung until the client gave up.)"""
+    User.objects.create_user("alice")
+    finished, sent = serve_like_uvicorn(path, "user_count_async")
+    assert finished, "the call hung: its ORM work waited for the request's busy thread"
     assert sent[0]["status"] == 200, sent
     answer = json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
     assert answer["result"]["structuredContent"] == {"result": 1}, answer
+
+
+@pytest.mark.parametrize("path", ["/counts-sync", "/counts-async"])
+def test_a_progress_notification_under_uvicorn_reaches_the_client_before_the_result(path: str) -> None:
+    """Under uvicorn the sync view (a project without ``ASGI_APPLICATION``) streams its SSE
+    answer frame by frame, as the async view does: a tool's progress reaches the client while
+    the tool runs. (Django reads a sync iterator whole before sending any of it, with a
+    warning: the progress arrived only with the result.)"""
+    from tests.django import asgi_site
+
+    def on_send(message: dict[str, Any]) -> None:
+        if b"notifications/progress" in message.get("body", b""):
+            asgi_site.progress_seen.set()
+
+    asgi_site.progress_seen.clear()
+    finished, sent = serve_like_uvicorn(path, "progress_then_wait", {"progressToken": "p"}, on_send)
+    assert finished
+    assert sent[0]["status"] == 200, sent
+    body = b"".join(m.get("body", b"") for m in sent[1:])
+    assert b'"seen"' in body and b"not seen" not in body, body
 
 
 class _Name(BaseModel):
