@@ -329,6 +329,23 @@ def running(servers: list[Server]) -> Iterator[list[Server]]:
             server.stop()
 
 
+def schedule(
+    workloads: list[str], concurrencies: list[int], servers: list[Any], round_: int
+) -> list[tuple[str, int, Any]]:
+    """The cells of one round, in the order they run: ``(workload, concurrency, server)``.
+
+    Every (workload, concurrency) runs on every server in turn, so that a ratio to the SDK
+    compares cells measured seconds apart. The bare view runs right after the 2026-07-28 call
+    (its reference) instead of last, and every other round runs the servers in reverse order:
+    a machine that speeds up or slows down during a round moves both sides of a ratio alike.
+    """
+    ordered = [w for w in workloads if w != "bare"]
+    if "bare" in workloads:
+        ordered.insert(ordered.index("modern-call") + 1 if "modern-call" in ordered else len(ordered), "bare")
+    turn = servers if round_ % 2 else servers[::-1]
+    return [(workload, concurrency, server) for workload in ordered for concurrency in concurrencies for server in turn]
+
+
 def run_cell(server: Server, workload: str, concurrency: int, args: argparse.Namespace) -> dict[str, Any]:
     marks: dict[str, float] = {}
 
@@ -590,7 +607,6 @@ def main(argv: list[str] | None = None) -> int:
     logs = Path(tempfile.mkdtemp(prefix="mcp-bench-logs-"))
     gunicorn_extra = _gunicorn_extra()
     specs = [TARGETS[name] for name in args.target_list]
-    plan = [(workload, concurrency) for workload in args.workload_list for concurrency in args.concurrency_list]
     print(
         f"MCP benchmark: targets {', '.join(args.target_list)}; workloads {', '.join(args.workload_list)}; "
         f"clients {args.concurrency_list}; workers {args.workers_list}; {args.database}; {args.rounds} round(s) of "
@@ -618,29 +634,30 @@ def main(argv: list[str] | None = None) -> int:
         ]
         with running(servers):
             for round_ in range(1, args.rounds + 1):
-                for workload, concurrency in plan:
-                    for server in servers:
-                        base = {
-                            "round": round_,
-                            "workload": workload,
-                            "concurrency": concurrency,
-                            "workers": workers,
-                            "target": server.label,
-                        }
-                        reason = server.spec.unsupported(workload, workers)
-                        if reason == "no bare view":
-                            continue
-                        if reason is not None:
-                            cells.append({**base, "na": reason})
-                            continue
-                        cell = {**base, **run_cell(server, workload, concurrency, args)}
-                        cells.append(cell)
-                        print(
-                            f"  r{round_} W{workers} {workload:<13} C={concurrency:<3} {server.label:<19} "
-                            f"{cell['rps']:9.1f}/s  p50 {_fmt(cell['p50_ms'], 2, 0)} ms  errors {cell['errors']}  "
-                            f"gen CPU {cell['gen_cpu_pct']:.0f} %",
-                            file=sys.stderr,
-                        )
+                for workload, concurrency, server in schedule(
+                    args.workload_list, args.concurrency_list, servers, round_
+                ):
+                    base = {
+                        "round": round_,
+                        "workload": workload,
+                        "concurrency": concurrency,
+                        "workers": workers,
+                        "target": server.label,
+                    }
+                    reason = server.spec.unsupported(workload, workers)
+                    if reason == "no bare view":
+                        continue
+                    if reason is not None:
+                        cells.append({**base, "na": reason})
+                        continue
+                    cell = {**base, **run_cell(server, workload, concurrency, args)}
+                    cells.append(cell)
+                    print(
+                        f"  r{round_} W{workers} {workload:<13} C={concurrency:<3} {server.label:<19} "
+                        f"{cell['rps']:9.1f}/s  p50 {_fmt(cell['p50_ms'], 2, 0)} ms  errors {cell['errors']}  "
+                        f"gen CPU {cell['gen_cpu_pct']:.0f} %",
+                        file=sys.stderr,
+                    )
     rows = summarize(cells, args.threads_list)
     report = {
         "started": stamp,

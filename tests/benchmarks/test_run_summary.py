@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.run import TARGETS, parse_args, summarize, target_label
+from benchmarks.run import TARGETS, parse_args, schedule, summarize, target_label
 
 
 def cell(round_: int, workload: str, target: str, rps: float) -> dict[str, Any]:
@@ -43,3 +43,32 @@ def test_ratios_pair_cells_of_one_round_and_one_process() -> None:
     assert round(rows[("modern-call", "sdk-uvicorn")]["vs_bare"], 3) == 0.45
     order = [r["target"] for r in summarize(cells, [1, 8]) if r["workload"] == "modern-call"]
     assert order == ["django-gunicorn/t1", "django-gunicorn/t8", "sdk-uvicorn"]
+
+
+def test_the_bare_view_runs_next_to_the_call_and_every_other_round_reverses_the_servers() -> None:
+    workloads = ["modern-call", "legacy-call", "modern-elicit", "bare"]
+    first = schedule(workloads, [8], ["django", "sdk"], 1)
+    assert first == [
+        ("modern-call", 8, "django"),
+        ("modern-call", 8, "sdk"),
+        ("bare", 8, "django"),
+        ("bare", 8, "sdk"),
+        ("legacy-call", 8, "django"),
+        ("legacy-call", 8, "sdk"),
+        ("modern-elicit", 8, "django"),
+        ("modern-elicit", 8, "sdk"),
+    ]
+    second = schedule(workloads, [8], ["django", "sdk"], 2)
+    assert [(w, s) for w, _, s in second[:4]] == [
+        ("modern-call", "sdk"),
+        ("modern-call", "django"),
+        ("bare", "sdk"),
+        ("bare", "django"),
+    ]
+    # Without the call, the bare view keeps its place last; every cell runs once per round.
+    assert [w for w, _, _ in schedule(["bare", "legacy-call"], [1, 8], ["django"], 1)] == [
+        "legacy-call",
+        "legacy-call",
+        "bare",
+        "bare",
+    ]
