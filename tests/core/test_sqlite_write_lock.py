@@ -18,11 +18,13 @@ fork = multiprocessing.get_context("fork")
 forks_safely = pytest.mark.filterwarnings("ignore:.*multi-threaded.*fork:DeprecationWarning")
 
 
-def hold(database: str, ready: object, seconds: float) -> None:
+def hold(database: str, ready: object, seconds: float, releasing: object = None) -> None:
     lock = SQLiteWriteLock(database)
     with lock:
         ready.set()  # type: ignore[attr-defined]
         time.sleep(seconds)
+        if releasing is not None:
+            releasing.value = time.monotonic()  # type: ignore[attr-defined]  # one clock for all processes
 
 
 @forks_safely
@@ -31,18 +33,18 @@ def test_a_worker_waits_for_another_workers_writer(tmp_path: Path) -> None:
     lock = SQLiteWriteLock(database)
     with lock:  # used before the fork: the child must not share this process's lock
         pass
-    ready = fork.Event()
-    other = fork.Process(target=hold, args=(database, ready, 0.4))
+    ready, releasing = fork.Event(), fork.Value("d", 0.0)
+    other = fork.Process(target=hold, args=(database, ready, 0.4, releasing))
     other.start()
     try:
         assert ready.wait(10)
-        started = time.monotonic()
         with lock:
-            waited = time.monotonic() - started
+            taken = time.monotonic()
     finally:
         other.join(10)
     assert other.exitcode == 0
-    assert waited >= 0.25, waited
+    # Taken once the other's writer was done, however late this process woke from its wait.
+    assert taken >= releasing.value > 0, (taken, releasing.value)
     assert Path(f"{database}-mcp.lock").exists()
 
 
