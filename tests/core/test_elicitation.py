@@ -1848,7 +1848,7 @@ def test_a_deleted_session_ends_its_waiting_call_whichever_worker_receives_the_d
         if b"elicitation/create" in chunk:
             break
     assert deleting.handle(request("DELETE", mcp_session_id=session)).status == 200
-    assert wait_for(lambda: all(row.status != "pending" for row in store._elicitations.values()), 3)
+    assert wait_for(lambda: all(row.status != "pending" for row in store._elicitations.values()))
     time.sleep(0.2)
     assert went_on == []
     assert [(row.status, row.detail) for row in store._elicitations.values()] == [("cancelled", "The session ended")]

@@ -828,7 +828,7 @@ def test_an_asgi_request_cancelled_before_its_answer_began_cancels_its_tool() ->
     async def nap(ctx: Context) -> str:
         started.set()
         try:
-            await anyio.sleep(5)
+            await anyio.sleep(60)  # far longer than a busy machine takes to cancel it
         except BaseException as exc:
             outcome.append(type(exc).__name__)
             raise
@@ -843,7 +843,7 @@ def test_an_asgi_request_cancelled_before_its_answer_began_cancels_its_tool() ->
         view.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await view
-        deadline = time.monotonic() + 2
+        deadline = time.monotonic() + 10
         while not outcome and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
         return list(outcome)  # before close(), which would cancel it anyway

@@ -1358,12 +1358,18 @@ for _ in range(2):
     get_state(app).close()
     apps.append(weakref.ref(app))
     del app, response
-time.sleep(1.5)  # the endpoints' idle-connection check, due a second after their last query
-# asyncio's idle loop keeps the last cancelled timer it dropped (the heartbeat's, in the
-# lifespan's app context) in a local until it next wakes: wake it.
-for _ in range(2):
-    LoopRunner.shared().run(asyncio.sleep(0))
-gc.collect()
+# The endpoints' idle-connection check is due a second after their last query (later on a busy
+# machine): polled for up to 10 s. asyncio's idle loop keeps the last cancelled timer it
+# dropped (the heartbeat's, in the lifespan's app context) in a local until it next wakes:
+# each poll wakes it.
+deadline = time.monotonic() + 10
+while True:
+    time.sleep(0.25)
+    for _ in range(2):
+        LoopRunner.shared().run(asyncio.sleep(0))
+    gc.collect()
+    if all(ref() is None for ref in apps) or time.monotonic() > deadline:
+        break
 print([ref() is None for ref in apps])
 """
 
