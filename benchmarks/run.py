@@ -335,15 +335,16 @@ def schedule(
     """The cells of one round, in the order they run: ``(workload, concurrency, server)``.
 
     Every (workload, concurrency) runs on every server in turn, so that a ratio to the SDK
-    compares cells measured seconds apart. The bare view runs right after the 2026-07-28 call
-    (its reference) instead of last, and every other round runs the servers in reverse order:
-    a machine that speeds up or slows down during a round moves both sides of a ratio alike.
+    compares cells measured seconds apart. Concurrency by concurrency, the bare view runs right
+    after the 2026-07-28 call (its reference) instead of last, and every other round runs the
+    servers in reverse order: a machine that speeds up or slows down during a round moves both
+    sides of a ratio alike.
     """
     ordered = [w for w in workloads if w != "bare"]
     if "bare" in workloads:
         ordered.insert(ordered.index("modern-call") + 1 if "modern-call" in ordered else len(ordered), "bare")
     turn = servers if round_ % 2 else servers[::-1]
-    return [(workload, concurrency, server) for workload in ordered for concurrency in concurrencies for server in turn]
+    return [(workload, concurrency, server) for concurrency in concurrencies for workload in ordered for server in turn]
 
 
 def run_cell(server: Server, workload: str, concurrency: int, args: argparse.Namespace) -> dict[str, Any]:

@@ -65,10 +65,11 @@ def test_the_bare_view_runs_next_to_the_call_and_every_other_round_reverses_the_
         ("bare", "sdk"),
         ("bare", "django"),
     ]
-    # Without the call, the bare view keeps its place last; every cell runs once per round.
-    assert [w for w, _, _ in schedule(["bare", "legacy-call"], [1, 8], ["django"], 1)] == [
-        "legacy-call",
-        "legacy-call",
-        "bare",
-        "bare",
+    # Without the call, the bare view keeps its place last; with several client counts, each
+    # count's cells run together (a ratio pairs cells of one count); every cell runs once.
+    assert schedule(["bare", "legacy-call"], [1, 8], ["django"], 1) == [
+        ("legacy-call", 1, "django"),
+        ("bare", 1, "django"),
+        ("legacy-call", 8, "django"),
+        ("bare", 8, "django"),
     ]
