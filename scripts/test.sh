@@ -118,6 +118,54 @@ log "running the test suite ($("$VENV/bin/python" -c 'import django, sys; print(
 PARALLEL=(-n "${MCP_TEST_PROCESSES:-2}" --dist loadfile)
 "$VENV/bin/python" -m pytest "${PARALLEL[@]}" --durations=15 "$@"
 
+# -- Django 6 needs Python >= 3.12: run the core, Django and Flask tests on the newest Python this
+# -- machine has (3.11 runs above), with Django 6 -------------------------------------------------
+PY312=${PY312:-}
+if [ -z "$PY312" ]; then
+  # pyenv's shim named python3.12 exists but fails when 3.12 is not selected: test each candidate,
+  # the newest first.
+  for candidate in $(ls -d /root/.pyenv/versions/3.1[2-9]*/bin/python3 2>/dev/null | sort -rV) \
+      "$(command -v python3.13 || true)" "$(command -v python3.12 || true)"; do
+    if [ -n "$candidate" ] && "$candidate" -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then
+      PY312=$candidate
+      break
+    fi
+  done
+fi
+# The later passes' environments (Django 6 on that Python, the oldest Flask releases) are built
+# in one background job while the store passes below run: those mostly wait on their database.
+# One job, the two one after the other: each pip install builds the project's metadata in the
+# source tree.
+later_venvs() {
+  if [ -n "$PY312" ]; then
+    [ -x "$VENV6/bin/python" ] || "$PY312" -m venv "$VENV6"
+    "$VENV6/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
+    "$VENV6/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[dev${MCP_TEST_MARIADB:+,mysql}]" 'Django>=6.0,<6.2'
+  fi
+  [ -x "$VENVMIN/bin/python" ] || "$PYTHON" -m venv "$VENVMIN"
+  "$VENVMIN/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
+  "$VENVMIN/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[dev${MCP_TEST_MARIADB:+,mysql}]" -c scripts/minimum-versions.txt
+}
+VENV6=${MCP_VENV_DJANGO6:-.venv-django6}
+VENVMIN=${MCP_VENV_MINIMUM:-.venv-minimum}
+if [ "$#" -eq 0 ]; then
+  mkdir -p .cache
+  log "building ${PY312:+$VENV6 with $($PY312 --version) and }$VENVMIN in the background (log: .cache/later-venvs.log)"
+  later_venvs > .cache/later-venvs.log 2>&1 &
+  LATER_VENVS=$!
+fi
+# Waits for them; their log, and the script's failure, if they could not be built.
+later_venvs_ready() {
+  if [ -n "${LATER_VENVS:-}" ]; then
+    if ! wait "$LATER_VENVS"; then
+      cat .cache/later-venvs.log >&2
+      echo "could not build the later passes' environments (above)" >&2
+      exit 1
+    fi
+    LATER_VENVS=
+  fi
+}
+
 # -- the Django store's own tests again, on PostgreSQL (its SQL differs there) -----------------
 if [ "$#" -eq 0 ]; then
   log "running the Django store tests on PostgreSQL"
@@ -137,28 +185,8 @@ if [ "$#" -eq 0 ] && [ -n "${MCP_TEST_MARIADB:-}" ]; then
     "$VENV/bin/python" -m pytest tests/django/test_django_elicitation.py tests/django/test_django_store.py
 fi
 
-# -- Django 6 needs Python >= 3.12: run the core, Django and Flask tests on the newest Python this
-# -- machine has (3.11 runs above), with Django 6 -------------------------------------------------
-PY312=${PY312:-}
-if [ -z "$PY312" ]; then
-  # pyenv's shim named python3.12 exists but fails when 3.12 is not selected: test each candidate,
-  # the newest first.
-  for candidate in $(ls -d /root/.pyenv/versions/3.1[2-9]*/bin/python3 2>/dev/null | sort -rV) \
-      "$(command -v python3.13 || true)" "$(command -v python3.12 || true)"; do
-    if [ -n "$candidate" ] && "$candidate" -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then
-      PY312=$candidate
-      break
-    fi
-  done
-fi
 if [ -n "$PY312" ] && [ "$#" -eq 0 ]; then
-  VENV6=${MCP_VENV_DJANGO6:-.venv-django6}
-  if [ ! -x "$VENV6/bin/python" ]; then
-    log "creating $VENV6 with $($PY312 --version)"
-    "$PY312" -m venv "$VENV6"
-  fi
-  "$VENV6/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-  "$VENV6/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[dev${MCP_TEST_MARIADB:+,mysql}]" 'Django>=6.0,<6.2'
+  later_venvs_ready
   log "running the Django tests on $("$VENV6/bin/python" -c 'import django, sys; print(f"Python {sys.version.split()[0]}, Django {django.__version__}")')"
   # Not again here: how the servers stop on a signal and behave behind a proxy, a pooler or
   # gevent's worker, and how many worker processes share the store's rows (a worker killed,
@@ -174,13 +202,7 @@ fi
 
 # -- the Flask adapter on the oldest releases pyproject.toml admits (scripts/minimum-versions.txt) --
 if [ "$#" -eq 0 ]; then
-  VENVMIN=${MCP_VENV_MINIMUM:-.venv-minimum}
-  if [ ! -x "$VENVMIN/bin/python" ]; then
-    log "creating $VENVMIN with $($PYTHON --version)"
-    "$PYTHON" -m venv "$VENVMIN"
-  fi
-  "$VENVMIN/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-  "$VENVMIN/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[dev${MCP_TEST_MARIADB:+,mysql}]" -c scripts/minimum-versions.txt
+  later_venvs_ready
   log "running the Flask tests on $("$VENVMIN/bin/python" -c 'from importlib.metadata import version as v; print(*(f"{n} {v(n)}" for n in ("Flask", "Werkzeug", "SQLAlchemy", "alembic")), sep=", ")')"
   "$VENVMIN/bin/python" -m pytest "${PARALLEL[@]}" tests/flask
 fi
