@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -80,6 +81,28 @@ async def spread_client(url: str, mode: str, workers: WorkerLog, **callbacks: An
     )
     async with http, Client(streamable_http_client(url, http_client=http), mode=mode, **callbacks) as client:
         yield client
+
+
+async def spread_session(url: str, mode: str, workers: WorkerLog, seconds: float = 30.0) -> None:
+    """Keep one session busy until its requests have reached two workers.
+
+    Which worker accepts a new connection is the kernel's choice; a worker on an idle core may
+    win every race for a while (80 in a row were seen while the other core was busy with the
+    parallel test process), so the session keeps calling (``tools/list``), pausing between calls
+    after the first few, until a second worker has served it or ``seconds`` have passed.
+    """
+    session_pids = WorkerLog()
+    deadline = time.monotonic() + seconds
+    async with spread_client(url, mode, session_pids) as client:
+        calls = 0
+        while len(set(session_pids.pids)) < 2 and time.monotonic() < deadline:
+            assert (await client.list_tools()).tools
+            calls += 1
+            if calls > 20:
+                await asyncio.sleep(0.05)
+    workers.pids.extend(session_pids.pids)
+    served = Counter(session_pids.pids)
+    assert len(served) >= 2, f"in {seconds:g} s one session's requests all reached one worker: {dict(served)}"
 
 
 def timed_elicitations(url: str, tool: str, arguments: dict[str, Any], content: dict[str, Any]) -> dict[str, Any]:

@@ -28,8 +28,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import ElicitRequestParams, ElicitRequestURLParams, ElicitResult, TextContent
 
 from tests.conftest import ROOT, Database, DatabaseFactory, LiveServer, ServerPool, end_process, stop, stop_many
-from tests.protocol.clients import MODES, Recorder, WorkerLog, roots, sampling, spread_client
-from tests.protocol.test_official_client import spread_session
+from tests.protocol.clients import MODES, Recorder, WorkerLog, roots, sampling, spread_client, spread_session
 
 FRAMEWORKS = ["django", "flask"]
 ROUNDS = 50

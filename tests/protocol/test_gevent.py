@@ -18,7 +18,7 @@ import pytest
 from mcp.types import ElicitResult
 
 from tests.conftest import DatabaseFactory, LiveServer, ServerPool, stop
-from tests.protocol.clients import MODES, Recorder, WorkerLog, spread_client
+from tests.protocol.clients import MODES, Recorder, WorkerLog, spread_client, spread_session
 from tests.protocol.test_elicitation_live import handle_elicitation, paid_ref, printed, text
 from tests.protocol.test_server_shutdown import PROMPT_STOP_SECONDS, open_conversations
 
@@ -71,6 +71,9 @@ def test_both_eras_and_the_site_under_gevent_workers(gevent_server: LiveServer) 
         ) as client:
             held = text(await client.call_tool("hold_table", {"booking_id": "g"}))
         assert held == "Deposit received: table held for booking g."
+        # Which worker accepts a connection is the kernel's choice: one session keeps calling,
+        # for up to 30 s, until the other worker has served it too.
+        await spread_session(live.url("/library"), "legacy", workers)
         assert len(set(workers.pids)) == 2, workers.pids
 
     asyncio.run(run())

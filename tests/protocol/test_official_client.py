@@ -8,8 +8,6 @@ they did.
 from __future__ import annotations
 
 import asyncio
-import time
-from collections import Counter
 from collections.abc import Callable
 
 import httpx
@@ -18,7 +16,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import ElicitResult, TextContent
 
 from tests.conftest import DatabaseFactory, LiveServer, ServerPool, stop
-from tests.protocol.clients import MODES, Recorder, WorkerLog, roots, sampling, spread_client
+from tests.protocol.clients import MODES, Recorder, WorkerLog, roots, sampling, spread_client, spread_session
 
 TARGETS = [("django", "gunicorn"), ("django", "uvicorn"), ("flask", "gunicorn")]
 
@@ -38,28 +36,6 @@ def text(result: object) -> str:
 def assert_spread(workers: WorkerLog) -> None:
     assert len(workers.pids) >= 4, workers.pids
     assert len(set(workers.pids)) >= 2, f"every request reached the same worker: {workers.pids}"
-
-
-async def spread_session(url: str, mode: str, workers: WorkerLog, seconds: float = 30.0) -> None:
-    """Keep one session busy until its requests have reached two workers.
-
-    Which worker accepts a new connection is the kernel's choice; a worker on an idle core may
-    win every race for a while (80 in a row were seen while the other core was busy with the
-    parallel test process), so the session keeps calling (``tools/list``), pausing between calls
-    after the first few, until a second worker has served it or ``seconds`` have passed.
-    """
-    session_pids = WorkerLog()
-    deadline = time.monotonic() + seconds
-    async with spread_client(url, mode, session_pids) as client:
-        calls = 0
-        while len(set(session_pids.pids)) < 2 and time.monotonic() < deadline:
-            assert (await client.list_tools()).tools
-            calls += 1
-            if calls > 20:
-                await asyncio.sleep(0.05)
-    workers.pids.extend(session_pids.pids)
-    served = Counter(session_pids.pids)
-    assert len(served) >= 2, f"in {seconds:g} s one session's requests all reached one worker: {dict(served)}"
 
 
 @pytest.mark.slow
