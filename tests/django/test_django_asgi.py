@@ -347,18 +347,17 @@ def serve_like_uvicorn(
         "Mcp-Name": tool,
     }
     messages = [{"type": "http.request", "body": body, "more_body": False}]
-    sent: list[dict[str, Any]] = []
 
     class Sent(list):  # type: ignore[type-arg]
         def append(self, message: dict[str, Any]) -> None:
             super().append(message)
-            sent.append(message)
             if on_send is not None:
                 on_send(message)
 
+    sent = Sent()
     prefix = get_script_prefix()
     server = threading.Thread(
-        target=asyncio.run, args=(asgi_serve(asgi_scope(path, headers), messages, Sent()),), daemon=True
+        target=asyncio.run, args=(asgi_serve(asgi_scope(path, headers), messages, sent),), daemon=True
     )
     try:
         with override_settings(ROOT_URLCONF="tests.django.asgi_site"):
