@@ -2,11 +2,12 @@
 
     python -m example_project serve --framework django|flask [--server dev|gunicorn|uvicorn]
                                     [--workers N] [--threads N] [--worker-class gthread|gevent]
-                                    [--port P] [--database URL]
+                                    [--port P] [--database URL] [--no-migrate]
 
 The database is migrated first (SQLite in ``.data/`` by default; PostgreSQL with
-``--database postgresql://user@host/name``). The server process then replaces this one, so
-signals reach it directly.
+``--database postgresql://user@host/name``), unless ``--no-migrate`` says it is up to date
+already (``migrate`` ran before, as a deployment's release step runs it). The server process
+then replaces this one, so signals reach it directly.
 """
 
 from __future__ import annotations
@@ -138,6 +139,11 @@ def main(argv: list[str] | None = None) -> None:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--database", help="sqlite:///path or postgresql://user@host:port/name")
+    serve.add_argument(
+        "--no-migrate",
+        action="store_true",
+        help="serve the database as it is (run `migrate` first): no migration step at start",
+    )
     migrate = sub.add_parser("migrate", help="create or update the example database")
     migrate.add_argument("--framework", choices=["django", "flask"], default="django")
     migrate.add_argument("--database")
@@ -157,7 +163,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("the dev server runs one process: use --server gunicorn for several workers")
     # Migrate in a child process: this one is about to become the server, and must not carry
     # open database connections or a started event loop into gunicorn's fork.
-    subprocess.run([sys.executable, "-m", "example_project", "migrate", "--framework", args.framework], check=True)
+    if not args.no_migrate:
+        subprocess.run([sys.executable, "-m", "example_project", "migrate", "--framework", args.framework], check=True)
     command = _command(args)
     url = f"http://{args.host}:{args.port}/mcp"
     print(f"MCP example ({args.framework}, {args.server}, {args.workers} worker(s)) at {url}", flush=True)

@@ -60,26 +60,76 @@ def postgres_available() -> bool:
 class Database:
     kind: str
     url: str
+    fresh: bool = False
+    """Made empty by :class:`DatabaseFactory` and not served yet."""
+    migrated_for: str | None = None
+    """The framework whose example tables it holds, up to date (``None``: not known)."""
 
 
 class DatabaseFactory:
-    """Creates throwaway databases; drops the PostgreSQL ones at the end of the session."""
+    """Creates throwaway databases; drops the PostgreSQL ones at the end of the session.
+
+    A fresh database about to be served by an example app gets that app's tables as a copy of a
+    template migrated once per framework and kind (:meth:`fill`): migrating costs a second of
+    CPU per server start, and the suite starts servers by the dozen on a 2-core machine.
+    """
 
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
         self.created: list[str] = []
+        self.templates: dict[tuple[str, str], Database] = {}
 
-    def new(self, kind: str) -> Database:
+    def _empty(self, kind: str, prefix: str) -> Database:
         if kind == "sqlite":
-            return Database("sqlite", f"sqlite:///{self.tmp / f'db-{uuid.uuid4().hex[:8]}.sqlite3'}")
+            return Database("sqlite", f"sqlite:///{self.tmp / f'{prefix}-{uuid.uuid4().hex[:8]}.sqlite3'}")
         import psycopg
 
-        name = f"mcp_test_{uuid.uuid4().hex[:10]}"
+        name = f"mcp_{prefix}_{uuid.uuid4().hex[:10]}"
         with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
         self.created.append(name)
         base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0]
         return Database("postgres", f"{base}/{name}")
+
+    def new(self, kind: str) -> Database:
+        database = self._empty(kind, "db" if kind == "sqlite" else "test")
+        database.fresh = True
+        return database
+
+    def _template(self, kind: str, framework: str) -> Database:
+        template = self.templates.get((kind, framework))
+        if template is None:
+            template = self._empty(kind, f"template-{framework}" if kind == "sqlite" else f"tpl_{framework}")
+            env = {**os.environ, "MCP_EXAMPLE_DATA_DIR": str(self.tmp / f"data-template-{framework}")}
+            env.pop("DJANGO_SETTINGS_MODULE", None)
+            command = [sys.executable, "-m", "example_project", "migrate", "--framework", framework]
+            subprocess.run([*command, "--database", template.url], cwd=ROOT, env=env, check=True)
+            template.migrated_for = framework
+            self.templates[(kind, framework)] = template
+        return template
+
+    def fill(self, database: Database, framework: str) -> None:
+        """Give a fresh database the tables (and seed rows) that ``migrate`` gives it."""
+        template = self._template(database.kind, framework)
+        if database.kind == "sqlite":
+            import sqlite3
+
+            source = sqlite3.connect(template.url.removeprefix("sqlite:///"))
+            target = sqlite3.connect(database.url.removeprefix("sqlite:///"))
+            try:
+                source.backup(target)
+            finally:
+                target.close()
+                source.close()
+        else:
+            import psycopg
+
+            name = database.url.rsplit("/", 1)[1]
+            with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE "{name}"')
+                conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template.url.rsplit("/", 1)[1]}"')
+        database.fresh = False
+        database.migrated_for = framework
 
     def drop_all(self) -> None:
         if not self.created:
@@ -155,13 +205,15 @@ class ServerPool:
         database: Database,
         env: dict[str, str] | None = None,
     ) -> list[LiveServer]:
-        """``count`` servers on one database: the first alone (it migrates the database), the
-        others then side by side (each start is seconds of imports)."""
-        first = self.start(framework, server, workers, database, env)
-        others = [self._spawn(framework, server, workers, database, env) for _ in range(count - 1)]
-        for live in others:
+        """``count`` servers on one database, side by side (each start is seconds of imports);
+        one that migrates the database starts first, alone."""
+        servers = []
+        if not database.fresh and database.migrated_for != framework:
+            servers.append(self.start(framework, server, workers, database, env))
+        servers += [self._spawn(framework, server, workers, database, env) for _ in range(count - len(servers))]
+        for live in servers:
             self._wait_ready(live)
-        return [first, *others]
+        return servers
 
     def _spawn(
         self, framework: str, server: str, workers: int, database: Database, env: dict[str, str] | None
@@ -179,6 +231,10 @@ class ServerPool:
             **(env or {}),
         }
         full_env.pop("DJANGO_SETTINGS_MODULE", None)
+        if database.fresh:
+            self.databases.fill(database, framework)
+        # A database with this framework's tables up to date is served as it is.
+        migrated = ["--no-migrate"] if database.migrated_for == framework else []
         command = [
             sys.executable,
             "-m",
@@ -194,6 +250,7 @@ class ServerPool:
             str(port),
             "--database",
             database.url,
+            *migrated,
         ]
         with log_path.open("wb") as log:
             # Its own process group: stopping it stops its workers too, even if the master dies first.
