@@ -166,23 +166,36 @@ later_venvs_ready() {
   fi
 }
 
-# -- the Django store's own tests again, on PostgreSQL (its SQL differs there) -----------------
+# -- the Django store's own tests again, on MariaDB and on PostgreSQL (their SQL differs), the two
+# -- side by side: each mostly waits on its own database server ------------------------------------
+if [ "$#" -eq 0 ] && [ -n "${MCP_TEST_MARIADB:-}" ]; then
+  # In a database of its own (pytest-django creates test_<name> and drops it); its output is
+  # shown after the PostgreSQL pass's.
+  log "running the Django store tests on MariaDB, beside the PostgreSQL ones (log: .cache/mariadb-pass.log)"
+  MCP_EXAMPLE_DATABASE_URL="${MCP_TEST_MARIADB%/}/mcp_test_$(date +%s)_$$" \
+    "$VENV/bin/python" -m pytest -p no:cacheprovider tests/django/test_django_elicitation.py \
+    tests/django/test_django_store.py > .cache/mariadb-pass.log 2>&1 &
+  MARIADB_PASS=$!
+fi
 if [ "$#" -eq 0 ]; then
   log "running the Django store tests on PostgreSQL"
+  postgres_status=0
   MCP_EXAMPLE_DATABASE_URL=${MCP_TEST_POSTGRES:-postgresql://postgres@127.0.0.1:5432/test} \
     "$VENV/bin/python" -m pytest tests/django/test_django_elicitation.py tests/django/test_django_store.py \
     tests/django/test_django_asgi.py::test_a_sync_tools_connection_is_closed_after_the_call_as_a_requests_would_be \
     tests/django/test_django_asgi.py::test_async_tools_use_the_orm_on_threads_of_their_own_and_close_their_connections \
     tests/django/test_django_asgi.py::test_an_async_tool_waiting_for_its_client_holds_no_thread \
     tests/django/test_django_home.py \
-    --deselect tests/django/test_django_elicitation.py::test_a_redemption_reaches_its_question_by_state_not_through_every_pending_row
-fi
-
-# -- and on MariaDB, in a database of its own (pytest-django creates test_<name> and drops it) -----
-if [ "$#" -eq 0 ] && [ -n "${MCP_TEST_MARIADB:-}" ]; then
-  log "running the Django store tests on MariaDB"
-  MCP_EXAMPLE_DATABASE_URL="${MCP_TEST_MARIADB%/}/mcp_test_$(date +%s)_$$" \
-    "$VENV/bin/python" -m pytest tests/django/test_django_elicitation.py tests/django/test_django_store.py
+    --deselect tests/django/test_django_elicitation.py::test_a_redemption_reaches_its_question_by_state_not_through_every_pending_row \
+    || postgres_status=$?
+  if [ -n "${MARIADB_PASS:-}" ]; then
+    mariadb_status=0
+    wait "$MARIADB_PASS" || mariadb_status=$?
+    log "the Django store tests on MariaDB"
+    cat .cache/mariadb-pass.log
+    [ "$mariadb_status" -eq 0 ] || { echo "the MariaDB pass failed (above)" >&2; exit "$mariadb_status"; }
+  fi
+  [ "$postgres_status" -eq 0 ] || { echo "the PostgreSQL pass failed (above)" >&2; exit "$postgres_status"; }
 fi
 
 if [ -n "$PY312" ] && [ "$#" -eq 0 ]; then
