@@ -158,7 +158,12 @@ if [ "$#" -eq 0 ]; then
   LATER_VENVS=$!
 fi
 # Background passes still running when the script stops (a failure above them) stop with it.
-background_jobs() { for job in "${LATER_VENVS:-}" "${MARIADB_PASS:-}" "${FLASK_MINIMUM_PASS:-}"; do [ -n "$job" ] && kill "$job" 2>/dev/null; done; true; }
+background_jobs() {
+  for job in "${LATER_VENVS:-}" "${MARIADB_PASS:-}" "${FLASK_PASSES:-}"; do
+    [ -n "$job" ] && { pkill -TERM -P "$job" 2>/dev/null; kill "$job" 2>/dev/null; }
+  done
+  true
+}
 trap background_jobs EXIT
 # Whether the background job has built the environment whose marker is $1 (it touches it when
 # that one is done): waits until it has, or until the job has ended without it.
@@ -213,17 +218,29 @@ if [ "$#" -eq 0 ]; then
   [ "$postgres_status" -eq 0 ] || { echo "the PostgreSQL pass failed (above)" >&2; exit "$postgres_status"; }
 fi
 
-# -- the Flask adapter on the oldest releases pyproject.toml admits (scripts/minimum-versions.txt),
-# -- in the background beside the passes below: the tests of those passes wait on their servers,
-# -- sleeps and timeouts a third of the time, and this pass fills it. Its output follows theirs.
+# -- the Flask tests on the oldest releases pyproject.toml admits (scripts/minimum-versions.txt),
+# -- then on the newest Python with Django 6's environment: one after the other, in the
+# -- background beside the Django 6 pass below. Its tests wait on servers, sleeps and timeouts a
+# -- sixth to a third of the time, and these fill it. Their output follows that pass's.
 if [ "$#" -eq 0 ]; then
   (
-    venv_built .cache/venv-minimum.ready || { echo "the oldest-Flask environment was not built" >&2; exit 1; }
-    echo "== Flask $("$VENVMIN/bin/python" -c 'from importlib.metadata import version as v; print(*(f"{n} {v(n)}" for n in ("Flask", "Werkzeug", "SQLAlchemy", "alembic")), sep=", ")')"
-    exec "$VENVMIN/bin/python" -m pytest -p no:cacheprovider "${PARALLEL[@]}" tests/flask
-  ) > .cache/flask-minimum-pass.log 2>&1 &
-  FLASK_MINIMUM_PASS=$!
-  log "running the Flask tests on the oldest releases it supports in the background (log: .cache/flask-minimum-pass.log)"
+    status=0
+    if venv_built .cache/venv-minimum.ready; then
+      echo "== the Flask tests on $("$VENVMIN/bin/python" -c 'from importlib.metadata import version as v; print(*(f"{n} {v(n)}" for n in ("Flask", "Werkzeug", "SQLAlchemy", "alembic")), sep=", ")')"
+      "$VENVMIN/bin/python" -m pytest -p no:cacheprovider "${PARALLEL[@]}" tests/flask || status=$?
+    else
+      echo "the oldest-Flask environment was not built" >&2
+      status=1
+    fi
+    # The oldest-Flask environment is built after Django 6's: that one is there too.
+    if [ -n "$PY312" ] && [ -x "$VENV6/bin/python" ]; then
+      echo "== the Flask tests on $("$VENV6/bin/python" -c 'import sys; print(f"Python {sys.version.split()[0]}")')"
+      "$VENV6/bin/python" -m pytest -p no:cacheprovider "${PARALLEL[@]}" tests/flask || status=$?
+    fi
+    exit "$status"
+  ) > .cache/flask-passes.log 2>&1 &
+  FLASK_PASSES=$!
+  log "running the Flask tests on the oldest releases it supports${PY312:+, then on $($PY312 --version)}, in the background (log: .cache/flask-passes.log)"
 fi
 
 if [ -n "$PY312" ] && [ "$#" -eq 0 ]; then
@@ -237,17 +254,15 @@ if [ -n "$PY312" ] && [ "$#" -eq 0 ]; then
     -k "(django or core) and not four_workers and not worker_killed" tests/core tests/django tests/protocol \
     --ignore tests/protocol/test_reverse_proxy.py --ignore tests/protocol/test_server_shutdown.py \
     --ignore tests/protocol/test_pgbouncer.py --ignore tests/protocol/test_gevent.py
-  log "running the Flask tests on $("$VENV6/bin/python" -c 'import sys; print(f"Python {sys.version.split()[0]}")')"
-  "$VENV6/bin/python" -m pytest "${PARALLEL[@]}" tests/flask
 fi
 
-if [ -n "${FLASK_MINIMUM_PASS:-}" ]; then
-  minimum_status=0
-  wait "$FLASK_MINIMUM_PASS" || minimum_status=$?
-  FLASK_MINIMUM_PASS=
+if [ -n "${FLASK_PASSES:-}" ]; then
+  flask_status=0
+  wait "$FLASK_PASSES" || flask_status=$?
+  FLASK_PASSES=
   later_venvs_ready
-  log "the Flask tests on the oldest releases (run in the background)"
-  cat .cache/flask-minimum-pass.log
-  [ "$minimum_status" -eq 0 ] || { echo "the oldest-Flask pass failed (above)" >&2; exit "$minimum_status"; }
+  log "the Flask tests on the oldest releases${PY312:+ and on $($PY312 --version)} (run in the background)"
+  cat .cache/flask-passes.log
+  [ "$flask_status" -eq 0 ] || { echo "a Flask pass failed (above)" >&2; exit "$flask_status"; }
 fi
 log "every pass done in $((SECONDS / 60)) min $((SECONDS % 60)) s"
