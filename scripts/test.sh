@@ -146,20 +146,20 @@ later_venvs() {
   [ -x "$VENVMIN/bin/python" ] || "$PYTHON" -m venv "$VENVMIN"
   "$VENVMIN/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
   "$VENVMIN/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[dev${MCP_TEST_MARIADB:+,mysql}]" -c scripts/minimum-versions.txt
-  touch .cache/venv-minimum.ready
 }
 VENV6=${MCP_VENV_DJANGO6:-.venv-django6}
 VENVMIN=${MCP_VENV_MINIMUM:-.venv-minimum}
 if [ "$#" -eq 0 ]; then
   mkdir -p .cache
   log "building ${PY312:+$VENV6 with $($PY312 --version) and }$VENVMIN in the background (log: .cache/later-venvs.log)"
-  rm -f .cache/venv-django6.ready .cache/venv-minimum.ready
+  rm -f .cache/venv-django6.ready
   later_venvs > .cache/later-venvs.log 2>&1 &
   LATER_VENVS=$!
 fi
-# Background passes still running when the script stops (a failure above them) stop with it.
+# Background jobs (the environments' build, the MariaDB pass) still running when the script
+# stops on a failure stop with it.
 background_jobs() {
-  for job in "${LATER_VENVS:-}" "${MARIADB_PASS:-}" "${FLASK_PASSES:-}"; do
+  for job in "${LATER_VENVS:-}" "${MARIADB_PASS:-}"; do
     [ -n "$job" ] && { pkill -TERM -P "$job" 2>/dev/null; kill "$job" 2>/dev/null; }
   done
   true
@@ -218,32 +218,8 @@ if [ "$#" -eq 0 ]; then
   [ "$postgres_status" -eq 0 ] || { echo "the PostgreSQL pass failed (above)" >&2; exit "$postgres_status"; }
 fi
 
-# -- the Flask tests on the oldest releases pyproject.toml admits (scripts/minimum-versions.txt),
-# -- then on the newest Python with Django 6's environment: one after the other, in the
-# -- background beside the Django 6 pass below. Its tests wait on servers, sleeps and timeouts a
-# -- sixth to a third of the time, and these fill it. Their output follows that pass's.
-if [ "$#" -eq 0 ]; then
-  (
-    status=0
-    if venv_built .cache/venv-minimum.ready; then
-      echo "== the Flask tests on $("$VENVMIN/bin/python" -c 'from importlib.metadata import version as v; print(*(f"{n} {v(n)}" for n in ("Flask", "Werkzeug", "SQLAlchemy", "alembic")), sep=", ")')"
-      "$VENVMIN/bin/python" -m pytest -p no:cacheprovider "${PARALLEL[@]}" tests/flask || status=$?
-    else
-      echo "the oldest-Flask environment was not built" >&2
-      status=1
-    fi
-    # The oldest-Flask environment is built after Django 6's: that one is there too.
-    if [ -n "$PY312" ] && [ -x "$VENV6/bin/python" ]; then
-      echo "== the Flask tests on $("$VENV6/bin/python" -c 'import sys; print(f"Python {sys.version.split()[0]}")')"
-      "$VENV6/bin/python" -m pytest -p no:cacheprovider "${PARALLEL[@]}" tests/flask || status=$?
-    fi
-    exit "$status"
-  ) > .cache/flask-passes.log 2>&1 &
-  FLASK_PASSES=$!
-  log "running the Flask tests on the oldest releases it supports${PY312:+, then on $($PY312 --version)}, in the background (log: .cache/flask-passes.log)"
-fi
-
 if [ -n "$PY312" ] && [ "$#" -eq 0 ]; then
+  # As soon as its environment is built (the oldest-Flask one is built after it).
   venv_built .cache/venv-django6.ready || later_venvs_ready
   log "running the Django tests on $("$VENV6/bin/python" -c 'import django, sys; print(f"Python {sys.version.split()[0]}, Django {django.__version__}")')"
   # Not again here: how the servers stop on a signal and behave behind a proxy, a pooler or
@@ -254,15 +230,14 @@ if [ -n "$PY312" ] && [ "$#" -eq 0 ]; then
     -k "(django or core) and not four_workers and not worker_killed" tests/core tests/django tests/protocol \
     --ignore tests/protocol/test_reverse_proxy.py --ignore tests/protocol/test_server_shutdown.py \
     --ignore tests/protocol/test_pgbouncer.py --ignore tests/protocol/test_gevent.py
+  log "running the Flask tests on $("$VENV6/bin/python" -c 'import sys; print(f"Python {sys.version.split()[0]}")')"
+  "$VENV6/bin/python" -m pytest "${PARALLEL[@]}" tests/flask
 fi
 
-if [ -n "${FLASK_PASSES:-}" ]; then
-  flask_status=0
-  wait "$FLASK_PASSES" || flask_status=$?
-  FLASK_PASSES=
+# -- the Flask adapter on the oldest releases pyproject.toml admits (scripts/minimum-versions.txt) --
+if [ "$#" -eq 0 ]; then
   later_venvs_ready
-  log "the Flask tests on the oldest releases${PY312:+ and on $($PY312 --version)} (run in the background)"
-  cat .cache/flask-passes.log
-  [ "$flask_status" -eq 0 ] || { echo "a Flask pass failed (above)" >&2; exit "$flask_status"; }
+  log "running the Flask tests on $("$VENVMIN/bin/python" -c 'from importlib.metadata import version as v; print(*(f"{n} {v(n)}" for n in ("Flask", "Werkzeug", "SQLAlchemy", "alembic")), sep=", ")')"
+  "$VENVMIN/bin/python" -m pytest "${PARALLEL[@]}" tests/flask
 fi
 log "every pass done in $((SECONDS / 60)) min $((SECONDS % 60)) s"
