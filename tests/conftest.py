@@ -9,6 +9,7 @@ database: a fresh SQLite file, or a fresh database on the PostgreSQL server of t
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -54,6 +55,36 @@ def postgres_available() -> bool:
             return True
     except Exception:
         return False
+
+
+HEARTBEAT_RECORD = "The heartbeat of MCP endpoint "
+
+
+class _NotAHeartbeat(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(HEARTBEAT_RECORD)
+
+
+@pytest.fixture(autouse=True)
+def _heartbeats_left_out_of_the_captured_log(
+    request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture
+) -> Iterator[None]:
+    """``caplog`` without the heartbeat's records, for every test not marked ``heartbeat_logs``.
+
+    An endpoint an earlier test left running in this process (its database gone with that
+    test) logs its heartbeat's failure at any moment, with a traceback: a test asserting what
+    its own requests logged would see that record as its own.
+    """
+    if request.node.get_closest_marker("heartbeat_logs"):
+        yield
+        return
+    heartbeats = _NotAHeartbeat()
+    handler = caplog.handler  # pytest's one capturing handler, for each phase of every test
+    handler.addFilter(heartbeats)
+    try:
+        yield
+    finally:
+        handler.removeFilter(heartbeats)
 
 
 @dataclass

@@ -1093,6 +1093,7 @@ class FailsFiveSweeps(FailsOnceWithARuntimeError):
         return SharedDatabase.expire_elicitations(self, now)
 
 
+@pytest.mark.heartbeat_logs
 def test_a_heartbeat_outage_is_logged_when_it_starts_and_when_it_ends(caplog: pytest.LogCaptureFixture) -> None:
     """Five failed beats in a row: one WARNING with the traceback, then an INFO at the first
     beat that works (it was a WARNING per beat, for as long as the database was away). Each
@@ -1119,6 +1120,7 @@ def test_a_heartbeat_outage_is_logged_when_it_starts_and_when_it_ends(caplog: py
         point.close()
 
 
+@pytest.mark.heartbeat_logs
 def test_a_beat_that_fails_with_a_runtime_error_does_not_stop_the_heartbeat(caplog: pytest.LogCaptureFixture) -> None:
     """Only the process's shutdown ends the heartbeat: had a failed beat stopped it, the other
     workers would take this live worker for dead and end its streams."""
