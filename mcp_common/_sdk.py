@@ -10,6 +10,7 @@ import contextlib
 import functools
 import logging
 from collections.abc import Callable, Iterator
+from time import monotonic
 from typing import Any
 
 from mcp.server.lowlevel.server import Server
@@ -136,6 +137,15 @@ def rebuild_tool(server: Any, name: str, fn: Any) -> None:
     )
 
 
+def registered_tool(server: Any, name: str) -> Any | None:
+    """The ``MCPServer``'s tool called ``name``, whatever the current request may see."""
+    manager = getattr(server, "_tool_manager", None)
+    if manager is None:
+        return None
+    get = getattr(manager, "_mcp_common_get_tool", None) or manager.get_tool
+    return get(name)
+
+
 def all_tools(server: Any) -> list[Any]:
     """Every ``Tool`` registered on the ``MCPServer``, whatever the current request may see."""
     manager = getattr(server, "_tool_manager", None)
@@ -170,6 +180,7 @@ def install_tool_visibility(server: Any, hidden: Any) -> None:
     manager.get_tool = visible_tool
     manager.list_tools = visible_tools
     manager._mcp_common_all_tools = list_tools
+    manager._mcp_common_get_tool = get_tool
 
 
 def resolvers_take_context(tool: Any) -> bool:
@@ -354,9 +365,7 @@ _otel_state: list[Any] = [0.0, False]
 
 def otel_active() -> bool:
     """Whether an OpenTelemetry tracer provider is installed; re-read every few seconds."""
-    import time
-
-    now = time.monotonic()
+    now = monotonic()
     if now < _otel_state[0]:
         return bool(_otel_state[1])
     from opentelemetry import trace

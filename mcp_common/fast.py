@@ -189,14 +189,18 @@ class FastPath:
             return None
         return decoded, params, tool
 
-    def _validate(self, tool: Any, version: str, params: dict[str, Any], headers: Mapping[str, str]) -> Any:
-        """The validated arguments, or ``None`` when the full path must answer (with its error)."""
+    def _validate(
+        self, tool: Any, version: str, params: dict[str, Any], headers: Mapping[str, str]
+    ) -> tuple[dict[str, Any], Any] | None:
+        """``(validated arguments, the handler's typed params)``, or ``None`` when the full path
+        must answer (with its error)."""
+        typed = None
         try:
             validate_client_request("tools/call", version, params)
             if self._params_type is not None:
                 # The handler's own parameters, as the SDK validates them next: stricter than the
                 # request surface in places (a null progressToken passes that, not this).
-                self._params_type.model_validate(params, by_name=False)
+                typed = self._params_type.model_validate(params, by_name=False)
         except (ValidationError, ValueError, KeyError):
             return None
         arguments = params.get("arguments") or {}
@@ -212,8 +216,8 @@ class FastPath:
             ):
                 # What the SDK's ``pre_parse_json`` would change, nothing here is: a JSON text
                 # given for a parameter that is not a string. Validated as the SDK does after it.
-                return metadata.arg_model.model_validate(arguments).model_dump_one_level()
-            return metadata.validate_arguments(dict(arguments))
+                return metadata.arg_model.model_validate(arguments).model_dump_one_level(), typed
+            return metadata.validate_arguments(dict(arguments)), typed
         except Exception:
             return None  # the full path reports it, with the SDK's exact message
 
@@ -227,10 +231,12 @@ class FastPath:
         verdict = classify_inbound_request(decoded, headers=headers if type(headers) is dict else dict(headers))
         if isinstance(verdict, InboundLadderRejection) or verdict.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             return None
-        validated = self._validate(tool, verdict.protocol_version, params, headers)
-        if validated is None:
+        checked = self._validate(tool, verdict.protocol_version, params, headers)
+        if checked is None:
             return None
-        return _Call(decoded["id"], tool, verdict.protocol_version, validated), verdict.client_capabilities
+        validated, typed = checked
+        call = _Call(decoded["id"], tool, verdict.protocol_version, validated, typed=typed, params=params)
+        return call, verdict.client_capabilities
 
     def _admit(self, request: HTTPRequest, lookup: Any = None) -> _Call | None:
         """The call to serve, or ``None`` for the full path.
@@ -264,12 +270,12 @@ class FastPath:
             or session.last_seen < now - endpoint.config.session_ttl
         ):
             return None
-        validated = self._validate(tool, session.protocol_version, params, headers)
-        if validated is None:
+        checked = self._validate(tool, session.protocol_version, params, headers)
+        if checked is None:
             return None
         if session.last_seen < now - 60:
             return None  # the full path records the activity
-        return _Call(decoded["id"], tool, session.protocol_version, validated, session_id)
+        return _Call(decoded["id"], tool, session.protocol_version, checked[0], session_id)
 
     # -- serving -------------------------------------------------------------------------------
 
@@ -463,7 +469,10 @@ class FastPath:
 
             async def walk(ctx: ServerRequestContext[Any, Any]) -> Any:
                 assert self._params_type is not None
-                typed = self._params_type.model_validate(ctx.params, by_name=False)
+                typed = call.typed
+                if typed is None or ctx.params is not call.params:
+                    # A retry: the boundary put the unsealed state in the params.
+                    typed = self._params_type.model_validate(ctx.params, by_name=False)
                 context = ToolContext(request_context=ctx, mcp_server=server, input_params=typed)
                 try:
                     async with self.endpoint.async_tool_context():
@@ -633,6 +642,9 @@ class _Call:
     version: str
     validated: dict[str, Any]
     session_id: str | None = None
+    typed: Any = None
+    """The handler's typed params, validated from :attr:`params` on admission."""
+    params: Any = None
 
 
 class _EnvelopeSession:

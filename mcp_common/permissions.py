@@ -77,12 +77,14 @@ def tool_checks(server: Any, request: Any) -> dict[str, Callable[[Any], bool]]:
     decoded = _tool_request(request)
     if decoded is None:
         return {}
-    checks = protected_tools(server)
     if decoded["method"] == "tools/list":
-        return checks
+        return protected_tools(server)
     params = decoded.get("params")
     name = params.get("name") if isinstance(params, dict) else None
-    return {name: checks[name]} if isinstance(name, str) and name in checks else {}
+    # One lookup, not a walk over every tool: a call costs the same with 5 tools or 500.
+    tool = _sdk.registered_tool(server, name) if isinstance(name, str) else None
+    check = getattr(tool.fn, PERMISSION_ATTR, None) if tool is not None else None
+    return {name: check} if check is not None else {}
 
 
 def run_checks(checks: dict[str, Callable[[Any], bool]], native: Any) -> frozenset[str]:

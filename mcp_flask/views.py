@@ -116,9 +116,14 @@ def read_body(limit: int) -> bytes | HTTPResponse:
     A declared ``Content-Length`` over the limit is refused before a byte is read; a chunked
     body is read in pieces and refused as soon as it passes the limit.
     """
-    if undecoded_chunks(request.environ):
+    environ = request.environ
+    if undecoded_chunks(environ):
         return length_required()
-    declared = request.content_length
+    raw = environ.get("CONTENT_LENGTH")
+    if raw and raw.isdigit() and raw.isascii() and "HTTP_TRANSFER_ENCODING" not in environ:
+        declared: int | None = int(raw)  # the usual request, read as werkzeug reads it
+    else:
+        declared = request.content_length
     if declared is not None and declared > limit:
         return _too_large(limit)
     try:

@@ -14,7 +14,7 @@ from mcp.server.mcpserver import Elicit, Resolve
 from pydantic import BaseModel
 
 from mcp_common import HTTPRequest, HTTPResponse, MCPConfig, MCPEndpoint, MemoryStore
-from mcp_common.permissions import asks_about_tools, denied_tools, protected_tools, require
+from mcp_common.permissions import asks_about_tools, denied_tools, protected_tools, require, tool_checks
 from tests.core.test_endpoint import LEGACY, SECRET, events, initialize, legacy, modern_call, request
 
 
@@ -90,6 +90,33 @@ def test_the_decorator_marks_the_function_above_or_below_the_tool_decorator() ->
     assert sorted(checks) == ["audit", "secret"]
     assert checks["secret"]("admin") and not checks["secret"]("auditor")
     assert checks["audit"]("auditor") and not checks["audit"]("guest")
+
+
+def test_a_call_runs_the_called_tools_check_alone_and_a_listing_runs_every_check(point: MCPEndpoint) -> None:
+    def body(method: str, params: dict[str, Any]) -> HTTPRequest:
+        return request("POST", {"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+
+    assert sorted(tool_checks(point.server, body("tools/list", {}))) == ["audit", "secret"]
+    (check,) = tool_checks(point.server, body("tools/call", {"name": "secret", "arguments": {}})).values()
+    assert check("admin") and not check("auditor")
+    assert list(tool_checks(point.server, body("tools/call", {"name": "audit"}))) == ["audit"]
+    for name in ("public", "no_such_tool", 7, None):
+        assert tool_checks(point.server, body("tools/call", {"name": name})) == {}
+    assert tool_checks(point.server, body("tools/call", [])) == {}
+    assert tool_checks(point.server, body("resources/list", {})) == {}
+    # A request that hides the tool from itself does not hide its check from the next one.
+    hidden = as_user(point, modern_call("secret", {}), "guest")
+    assert hidden.denied == frozenset({"secret", "audit"})
+    assert list(tool_checks(point.server, hidden)) == ["secret"]
+
+
+def test_a_permission_put_on_a_tool_after_the_first_call_applies_to_the_next() -> None:
+    server = build_server()
+    call = request("POST", {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "public"}})
+    assert tool_checks(server, call) == {}
+    require(lambda who: who == "staff")(server._tool_manager.get_tool("public").fn)
+    (check,) = tool_checks(server, call).values()
+    assert check("staff") and not check("guest")
 
 
 def test_a_check_that_raises_hides_its_tool_and_logs_why(caplog: pytest.LogCaptureFixture) -> None:

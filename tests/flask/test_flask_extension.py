@@ -793,11 +793,12 @@ class _Unreadable(io.RawIOBase):
         raise AssertionError("the body was read")
 
 
-def test_declared_oversize_body_is_refused_before_reading(app: Flask) -> None:
+@pytest.mark.parametrize("declared", ["2001", "002001", " 2001 ", "99999999999999999999"])
+def test_declared_oversize_body_is_refused_before_reading(app: Flask, declared: str) -> None:
     response = app.test_client().post(
         "/mcp",
         headers={"Accept": SSE_AND_JSON, "Content-Type": "application/json"},
-        environ_overrides={"CONTENT_LENGTH": "2001", "wsgi.input": _Unreadable()},
+        environ_overrides={"CONTENT_LENGTH": declared, "wsgi.input": _Unreadable()},
     )
     assert response.status_code == 413
     assert response.json["error"]["message"] == "Request body too large (limit 2000 bytes)"  # type: ignore[index]
