@@ -91,6 +91,11 @@ class MCPConfig:
     json_response: bool = False
     """Answer every request with JSON, never SSE (loses mid-call server-to-client requests)."""
 
+    sqlite_checkpoint_interval: float = 0.2
+    """On a SQLite file in WAL mode, the least seconds between two checkpoints a background
+    thread of each process runs after the store's writes (:mod:`mcp_common.checkpoint`); ``0``
+    leaves checkpoints to SQLite, inside whichever commit takes the log past its limit."""
+
     extra: dict[str, object] = field(default_factory=dict, compare=False)
 
     def request_state_keys(self) -> list[bytes]:

@@ -19,9 +19,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields, replace
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from mcp_common.jsonrpc import utf8_safe
+
+if TYPE_CHECKING:
+    from mcp_common.checkpoint import WalCheckpointer
 
 T = TypeVar("T")
 
@@ -83,13 +86,23 @@ class SQLiteWriteLock:
     thread; a forked child opens its own lock file (an inherited descriptor would share its
     parent's lock). Writers that do not take it (the application's own) still meet SQLite's
     lock, as before.
+
+    ``checkpoint_interval`` (seconds, 0: off): on a file database, a
+    :class:`~mcp_common.checkpoint.WalCheckpointer` copies the write-ahead log back into the
+    file from a thread of its own after the writers' turns, at most once per interval, instead
+    of SQLite doing it inside whichever commit takes the log past its limit.
     """
 
-    def __init__(self, database: str | None, *, in_memory: bool | None = None) -> None:
+    def __init__(self, database: str | None, *, in_memory: bool | None = None, checkpoint_interval: float = 0) -> None:
         self._thread = threading.RLock()
         self.in_memory = _is_memory_database(database) if in_memory is None else in_memory
         """Whether the database lives in this process's memory (no file to lock beside)."""
         self._path = f"{database}-mcp.lock" if not self.in_memory and _can_flock() else None
+        self.checkpointer: WalCheckpointer | None = None
+        if checkpoint_interval and not self.in_memory and database:
+            from mcp_common.checkpoint import WalCheckpointer
+
+            self.checkpointer = WalCheckpointer(database, checkpoint_interval)
         self._fd: int | None = None
         self._pid = 0
         self._depth = 0
@@ -114,13 +127,17 @@ class SQLiteWriteLock:
 
     def __exit__(self, *exc_info: object) -> None:
         self._depth -= 1
+        last = self._depth == 0
         try:
-            if self._depth == 0 and self._fd is not None:
+            if last and self._fd is not None:
                 import fcntl
 
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
         finally:
             self._thread.release()
+        if last and self.checkpointer is not None:
+            # After the turn is handed on: the checkpoint never holds up the next writer.
+            self.checkpointer.wrote()
 
     def _descriptor(self) -> int:
         import os

@@ -22,7 +22,8 @@ DURATIONS = (
     "HEARTBEAT_INTERVAL",
     "BLOCKING_HOLD_SECONDS",
 )
-"""The settings given in seconds (``WAIT_DETACH_SECONDS`` too, which may be 0)."""
+"""The settings given in seconds (``WAIT_DETACH_SECONDS`` and ``SQLITE_CHECKPOINT_INTERVAL`` too,
+which may be 0)."""
 
 
 @register("mcp")
@@ -83,14 +84,15 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     value = user.get("DB_THREADS", DEFAULTS["DB_THREADS"])
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         messages.append(Error(f'MCP["DB_THREADS"] must be a positive integer, got {value!r}.', id="mcp_django.E003"))
-    value = user.get("WAIT_DETACH_SECONDS", DEFAULTS["WAIT_DETACH_SECONDS"])
-    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= MAX_SECONDS:
-        messages.append(
-            Error(
-                f'MCP["WAIT_DETACH_SECONDS"] must be a number of seconds from 0 to {MAX_SECONDS}, got {value!r}.',
-                id="mcp_django.E003",
+    for key in ("WAIT_DETACH_SECONDS", "SQLITE_CHECKPOINT_INTERVAL"):  # 0: off
+        value = user.get(key, DEFAULTS[key])
+        if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= MAX_SECONDS:
+            messages.append(
+                Error(
+                    f'MCP["{key}"] must be a number of seconds from 0 to {MAX_SECONDS}, got {value!r}.',
+                    id="mcp_django.E003",
+                )
             )
-        )
     authentication = user.get("AUTHENTICATION_CLASSES") or ()
     if isinstance(authentication, str):
         authentication = (authentication,)

@@ -18,6 +18,7 @@
         "JSON_RESPONSE": False,
         "ASYNC_VIEW": None,                  # None: async when settings.ASGI_APPLICATION is set
         "AUTHENTICATION_CLASSES": [],        # DRF-style classes deciding who calls (mcp_django.auth)
+        "SQLITE_CHECKPOINT_INTERVAL": 0.2,    # SQLite WAL: checkpoint off the request path (0: in commits)
     }
 
 Host checks use ``ALLOWED_HOSTS``; request-state keys derive from ``SECRET_KEY`` and
@@ -53,6 +54,7 @@ DEFAULTS: dict[str, Any] = {
     "JSON_RESPONSE": False,
     "ASYNC_VIEW": None,
     "AUTHENTICATION_CLASSES": [],
+    "SQLITE_CHECKPOINT_INTERVAL": 0.2,
 }
 
 
@@ -118,6 +120,7 @@ class MCPSettings:
             blocking_hold_seconds=float(self.BLOCKING_HOLD_SECONDS),
             db_threads=int(self.DB_THREADS),
             json_response=bool(self.JSON_RESPONSE),
+            sqlite_checkpoint_interval=float(self.SQLITE_CHECKPOINT_INTERVAL),
         )
 
 

@@ -109,7 +109,10 @@ def _sqlite_lock(_store: Any) -> SQLiteWriteLock | None:
     lock = _SQLITE_LOCKS.get(name)
     if lock is None:
         # In memory by SQLite's rules: Django's is_in_memory_db() misses file::memory:?cache=shared.
-        lock = _SQLITE_LOCKS.setdefault(name, SQLiteWriteLock(name))
+        from mcp_django.conf import mcp_settings
+
+        interval = mcp_settings.config.sqlite_checkpoint_interval
+        lock = _SQLITE_LOCKS.setdefault(name, SQLiteWriteLock(name, checkpoint_interval=interval))
     return lock
 
 

@@ -27,6 +27,10 @@
 ``MCP_DB_THREADS``          Database threads (each with its connection) per MCP URL and process,
                             for the store's queries no request's thread takes. Default 8.
 ``MCP_JSON_RESPONSE``       Answer with JSON only, never SSE. Default ``False``.
+``MCP_SQLITE_CHECKPOINT_INTERVAL`` On a SQLite file in WAL mode, a background thread per process
+                            checkpoints the log after the store's writes, at most once per this
+                            many seconds, instead of a request's commit doing it. ``0``: leave it
+                            to SQLite. Default 0.2.
 ``MCP_DATABASE_URI``        Where sessions, events and pending requests live. Default: the
                             app's ``SQLALCHEMY_DATABASE_URI`` when Flask-SQLAlchemy is set up,
                             else ``sqlite:///<instance_path>/mcp.sqlite3``.
@@ -76,6 +80,7 @@ DEFAULTS: dict[str, Any] = {
     "MCP_DB_THREADS": 8,
     "MCP_BLOCKING_HOLD_SECONDS": 0.5,
     "MCP_JSON_RESPONSE": False,
+    "MCP_SQLITE_CHECKPOINT_INTERVAL": 0.2,
     "MCP_DATABASE_URI": None,
     "MCP_ENGINE_OPTIONS": {},
 }
@@ -241,4 +246,5 @@ def build_config(app: Flask) -> MCPConfig:
         wait_retry_ms=_integer(config, "MCP_WAIT_RETRY_MS", "milliseconds", 0),
         blocking_hold_seconds=_number(config, "MCP_BLOCKING_HOLD_SECONDS", "seconds"),
         json_response=json_response,
+        sqlite_checkpoint_interval=_number(config, "MCP_SQLITE_CHECKPOINT_INTERVAL", "seconds", zero=True),
     )

@@ -86,6 +86,7 @@ class MCPState:
         """
         for endpoint in self.endpoints.values():
             endpoint.shutdown()
+        self.store.close()
         self.engine.dispose()
 
 
@@ -293,7 +294,7 @@ class MCP:
             assert_server_schemas(served, label=f"MCP server at {url!r}")
             assert_enforced(served, label=f"MCP server at {url!r}")
         engine = engine_from_config(app.config)
-        store = SQLAlchemyStore(engine)
+        store = SQLAlchemyStore(engine, checkpoint_interval=config.sqlite_checkpoint_interval)
         state = MCPState(extension=self, config=config, engine=engine, store=store)
 
         from werkzeug.routing import Rule

@@ -26,6 +26,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
 
+from mcp_common.checkpoint import AUTOCHECKPOINT_PAGES
 from mcp_common.store import (
     ANSWERED_OPEN_STATUSES,
     ANY_PRINCIPAL,
@@ -375,18 +376,33 @@ class SQLAlchemyStore:
     a write.
     """
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, checkpoint_interval: float = 0) -> None:
         self.engine = engine
-        # Writers to one SQLite file take turns (see mcp_common.store.serial_writes).
+        # Writers to one SQLite file take turns (see mcp_common.store.serial_writes); in WAL
+        # mode a thread checkpoints after them (``MCP_SQLITE_CHECKPOINT_INTERVAL``).
         sqlite = engine.url.get_backend_name() == "sqlite"
         self._write_lock = (
-            SQLiteWriteLock(engine.url.database, in_memory=_is_memory_sqlite(engine.url)) if sqlite else None
+            SQLiteWriteLock(
+                engine.url.database, in_memory=_is_memory_sqlite(engine.url), checkpoint_interval=checkpoint_interval
+            )
+            if sqlite
+            else None
         )
         self._sqlite = sqlite
+        if self._write_lock is not None and self._write_lock.checkpointer is not None:
+            # The engine is the store's own: its commits leave checkpoints to the thread. At
+            # checkout, once per connection: the pool may hold some from before (a migration).
+            event.listen(engine, "checkout", _defer_autocheckpoint)
         # PostgreSQL, SQLite >= 3.35: a claimed request state is read back by its UPDATE.
         self._driver = _DriverStatements(engine.dialect, bool(getattr(engine.dialect, "update_returning", False)))
         # psycopg switches a connection to autocommit and back without a round trip.
         self._autocommit_capable = engine.dialect.name == "postgresql" and engine.dialect.driver == "psycopg"
+
+    def close(self) -> None:
+        """End the store's checkpoint thread, if one runs (the next write starts another)."""
+        lock = self._write_lock
+        if lock is not None and lock.checkpointer is not None:
+            lock.checkpointer.stop()
 
     @contextlib.contextmanager
     def _driver_transaction(
@@ -1227,6 +1243,17 @@ def _sqlite_wal(dbapi_connection: Any, _record: Any) -> None:
         cursor.execute("PRAGMA synchronous=NORMAL")
     finally:
         cursor.close()
+
+
+def _defer_autocheckpoint(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+    if record.info.get("mcp_autocheckpoint"):
+        return
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(f"PRAGMA wal_autocheckpoint={AUTOCHECKPOINT_PAGES}")
+    finally:
+        cursor.close()
+    record.info["mcp_autocheckpoint"] = True
 
 
 def _dispose_after_fork(engine: Engine) -> None:

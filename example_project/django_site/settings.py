@@ -78,8 +78,9 @@ if _db["engine"] == "sqlite":
                 "timeout": 20,
                 "transaction_mode": "IMMEDIATE",
                 # WAL: readers never wait for the writer; a commit appends instead of syncing a
-                # rollback journal (Django's recommended SQLite setup for concurrent use).
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+                # rollback journal (Django's recommended SQLite setup for concurrent use). MCP's
+                # checkpoint thread copies the log back, so commits leave it to that thread.
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint=10000;",
             },
         }
     }

@@ -71,6 +71,9 @@ def test_system_checks() -> None:
         ("POLL_INTERVAL", float("nan")),
         ("WAIT_DETACH_SECONDS", float("inf")),
         ("WAIT_DETACH_SECONDS", float("nan")),
+        ("SQLITE_CHECKPOINT_INTERVAL", -0.05),
+        ("SQLITE_CHECKPOINT_INTERVAL", float("nan")),
+        ("SQLITE_CHECKPOINT_INTERVAL", None),
     ):
         with override_settings(MCP={**settings.MCP, key: value}):
             errors = [m.msg for m in run_checks(tags=["mcp"]) if m.id == "mcp_django.E003"]
@@ -82,6 +85,9 @@ def test_system_checks() -> None:
             assert "mcp_django.E003" in check_ids()
     with override_settings(MCP={**settings.MCP, "DB_THREADS": 2}):
         assert check_ids() == set() and mcp_settings.build_config().db_threads == 2
+    assert mcp_settings.build_config().sqlite_checkpoint_interval == 0.2
+    with override_settings(MCP={**settings.MCP, "SQLITE_CHECKPOINT_INTERVAL": 0}):
+        assert check_ids() == set() and mcp_settings.build_config().sqlite_checkpoint_interval == 0
     with override_settings(MIDDLEWARE=["django.middleware.common.CommonMiddleware"]):
         assert "mcp_django.W002" in check_ids()
     with override_settings(SECRET_KEY="short"):

@@ -78,6 +78,33 @@ def test_a_database_named_in_memory_has_its_reads_take_turns_and_no_lock_file(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("interval", [0.5, 0])
+def test_a_sqlite_file_gets_a_checkpointer_at_the_set_interval(
+    interval: float, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    """``MCP["SQLITE_CHECKPOINT_INTERVAL"]`` reaches the file's write lock; 0 leaves SQLite's
+    checkpoints in its commits. Django's connections are the application's own: their
+    ``wal_autocheckpoint`` is left as the project set it."""
+    import mcp_django.store
+
+    settings.MCP = {**settings.MCP, "SQLITE_CHECKPOINT_INTERVAL": interval}
+    monkeypatch.setattr(mcp_django.store, "_SQLITE_LOCKS", {})
+    name = str(tmp_path / "db.sqlite3")
+    handler = ConnectionHandler({DEFAULT_DB_ALIAS: {"ENGINE": "django.db.backends.sqlite3", "NAME": name}})
+    monkeypatch.setattr(mcp_django.store, "connections", handler)
+    lock = mcp_django.store._sqlite_lock(DjangoStore())
+    assert lock is not None and not lock.in_memory
+    if interval:
+        assert lock.checkpointer is not None and lock.checkpointer.interval == interval
+        assert lock.checkpointer.database == name
+    else:
+        assert lock.checkpointer is None
+    with handler[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute("PRAGMA wal_autocheckpoint")
+        assert cursor.fetchone()[0] == 1000
+    handler.close_all()
+
+
 def _other_sessions() -> int:
     with connection.cursor() as cursor:
         cursor.execute(

@@ -235,6 +235,9 @@ def test_values_from_config(make_app: Callable[..., Flask]) -> None:
         ("MCP_SESSION_TTL", 1e11),
         ("MCP_STREAM_HOLD_SECONDS", float("inf")),
         ("MCP_WAIT_DETACH_SECONDS", float("inf")),
+        ("MCP_SQLITE_CHECKPOINT_INTERVAL", -0.05),
+        ("MCP_SQLITE_CHECKPOINT_INTERVAL", float("nan")),
+        ("MCP_SQLITE_CHECKPOINT_INTERVAL", "0.05"),
         ("MCP_POLL_INTERVAL", float("inf")),
         ("MCP_STREAM_HOLD_SECONDS", "25"),
         ("MCP_POLL_INTERVAL", True),
@@ -1419,3 +1422,17 @@ def test_different_servers_under_one_name_are_refused_at_start_up(make_app: Call
     MCP(app, servers={"/a": shared, "/b": shared})
     assert set(app.extensions["mcp"].endpoints) == {"/a", "/b"}
     get_state(app).close()
+
+
+def test_the_sqlite_checkpoint_interval_reaches_the_store(make_app: Callable[..., Flask]) -> None:
+    app = make_app()
+    MCP(app, server=server)
+    lock = get_state(app).store._write_lock
+    assert app.config["MCP_SQLITE_CHECKPOINT_INTERVAL"] == 0.2
+    assert lock is not None and lock.checkpointer is not None and lock.checkpointer.interval == 0.2
+    get_state(app).close()
+    off = make_app(MCP_SQLITE_CHECKPOINT_INTERVAL=0)
+    MCP(off, server=server)
+    lock = get_state(off).store._write_lock
+    assert lock is not None and lock.checkpointer is None
+    get_state(off).close()

@@ -439,3 +439,37 @@ def test_a_call_ends_when_cancelled_through_another_worker_before_it_noted_its_w
         pass
 
     check_a_call_ends_when_cancelled_before_it_noted_its_worker(SlowOwnerStore(engine), how)
+
+
+@pytest.mark.parametrize("interval", [0.01, 0])
+def test_sqlite_checkpoints_run_on_the_stores_thread_when_an_interval_is_set(sqlite_uri: str, interval: float) -> None:
+    """``MCP_SQLITE_CHECKPOINT_INTERVAL``: the store's engine leaves WAL checkpoints to a thread
+    (SQLite's own in a commit only past 10,000 pages), and the thread copies what the store
+    wrote; with 0 SQLite checkpoints in commits, at its default 1,000 pages."""
+    engine = make_engine(sqlite_uri)
+    migrate(engine)
+    store = SQLAlchemyStore(engine, checkpoint_interval=interval)
+    checkpointer = store._write_lock.checkpointer if store._write_lock is not None else None
+    try:
+        with engine.connect() as connection:
+            pages = connection.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar()
+        for number in range(20):
+            store.create_session(_session(f"s{number}"))
+        if not interval:
+            assert checkpointer is None and pages == 1000
+            return
+        assert checkpointer is not None and pages == 10_000
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not (
+            checkpointer.last and checkpointer.last[1] == checkpointer.last[2] > 0
+        ):
+            time.sleep(0.01)
+        assert checkpointer.last is not None and checkpointer.last[0] == 0, checkpointer.last
+        assert checkpointer.last[1] == checkpointer.last[2] > 0, checkpointer.last
+        thread = checkpointer._thread
+        store.close()
+        assert thread is not None and not thread.is_alive()
+        assert store.get_session("s19") is not None
+    finally:
+        store.close()
+        engine.dispose()

@@ -1,0 +1,252 @@
+"""SQLite's WAL checkpoints run on a thread of their own after the store's writes, not inside
+whichever request's commit takes the log past SQLite's limit (mcp_common.checkpoint)."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcp_common.checkpoint import WalCheckpointer
+from mcp_common.store import SQLiteWriteLock
+
+fork = multiprocessing.get_context("fork")
+PAGE = 4096
+ROWS = 64
+"""Rows of 4 KiB per write: a quarter MiB that lands in the log, not in the database file."""
+
+
+def make_database(path: Path, journal: str = "wal") -> str:
+    database = str(path)
+    connection = sqlite3.connect(database, isolation_level=None)
+    connection.execute(f"PRAGMA journal_mode={journal}")
+    connection.execute("CREATE TABLE t (data BLOB)")
+    connection.close()
+    return database
+
+
+class Writer:
+    """A store's pooled connection: open for the whole test (the last connection to close would
+    checkpoint on its own), and never checkpointing on commit. Whatever reaches the database
+    file, the checkpointer copied."""
+
+    def __init__(self, database: str) -> None:
+        self.connection = sqlite3.connect(database, isolation_level=None, check_same_thread=False)
+        self.connection.execute("PRAGMA wal_autocheckpoint=0")
+
+    def __call__(self, lock: SQLiteWriteLock, rows: int = ROWS) -> None:
+        """One transaction of ``rows`` rows, under the lock as a store writes."""
+        with lock:
+            self.connection.execute("BEGIN IMMEDIATE")
+            self.connection.executemany("INSERT INTO t VALUES (?)", [(os.urandom(PAGE),) for _ in range(rows)])
+            self.connection.execute("COMMIT")
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return condition()
+
+
+def checkpoint_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "mcp-sqlite-checkpoint"]
+
+
+class Setup:
+    """A WAL database, a store's pooled connection to it and its write lock."""
+
+    def __init__(self, tmp_path: Path, interval: float, journal: str) -> None:
+        self.database = make_database(tmp_path / "db.sqlite3", journal)
+        self.write = Writer(self.database)
+        self.lock = SQLiteWriteLock(self.database, checkpoint_interval=interval)
+
+    @property
+    def checkpointer(self) -> WalCheckpointer:
+        assert self.lock.checkpointer is not None
+        return self.lock.checkpointer
+
+    def close(self) -> None:
+        if self.lock.checkpointer is not None:
+            self.lock.checkpointer.stop()
+        self.write.connection.close()
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Any:
+    """``setup(interval, journal="wal")``: a :class:`Setup`, its thread stopped afterwards."""
+    made: list[Setup] = []
+
+    def make(interval: float, journal: str = "wal") -> Setup:
+        made.append(Setup(tmp_path, interval, journal))
+        return made[-1]
+
+    yield make
+    for one in made:
+        one.close()
+
+
+def test_writes_reach_the_database_file_through_the_thread(setup: Any) -> None:
+    wal = setup(0.01)
+    before = os.path.getsize(wal.database)
+    wal.write(wal.lock)
+    assert wait_for(lambda: os.path.getsize(wal.database) >= before + ROWS * PAGE), os.path.getsize(wal.database)
+    busy, log, copied = wal.checkpointer.last or (None, None, None)
+    assert busy == 0 and log is not None and log >= ROWS and copied == log
+
+
+def test_without_an_interval_no_thread_copies_the_log(setup: Any) -> None:
+    """The same write with the checkpointer off: the rows stay in the log (which is what the
+    test above would see if its thread did nothing)."""
+    wal = setup(0)
+    assert wal.lock.checkpointer is None
+    before = os.path.getsize(wal.database)
+    wal.write(wal.lock)
+    time.sleep(0.3)
+    assert os.path.getsize(wal.database) == before
+    assert os.path.getsize(f"{wal.database}-wal") >= ROWS * PAGE
+
+
+@pytest.mark.parametrize("name", [":memory:", "file::memory:?cache=shared", ""])
+def test_a_database_in_memory_gets_no_checkpointer(name: str) -> None:
+    assert SQLiteWriteLock(name, checkpoint_interval=0.05).checkpointer is None
+
+
+def test_writes_in_quick_succession_share_checkpoints_and_none_run_without_writes(setup: Any) -> None:
+    wal = setup(0.2)
+    checkpointer = wal.checkpointer
+    for _ in range(20):
+        wal.write(wal.lock, rows=4)
+    # Everything written is copied in the end, in far fewer checkpoints than writes.
+    assert wait_for(lambda: checkpointer.last is not None and checkpointer.last[1] == checkpointer.last[2] >= 80)
+    time.sleep(0.5)
+    settled = checkpointer.checkpoints
+    assert 1 <= settled < 20, settled
+    time.sleep(0.6)  # three intervals, no write
+    assert checkpointer.checkpoints == settled
+
+
+def test_the_thread_ends_when_idle_and_the_next_write_starts_another(setup: Any) -> None:
+    wal = setup(0.01)
+    checkpointer = wal.checkpointer
+    checkpointer.idle_exit = 0.2
+    wal.write(wal.lock)
+    first = checkpointer._thread
+    assert first is not None
+    assert wait_for(lambda: checkpointer.checkpoints >= 1)
+    first.join(5)
+    assert not first.is_alive()
+    assert first not in checkpoint_threads()
+    size = os.path.getsize(wal.database)
+    wal.write(wal.lock)
+    assert wait_for(lambda: os.path.getsize(wal.database) >= size + ROWS * PAGE)
+    assert checkpointer._thread is not first
+
+
+def test_a_database_not_in_wal_mode_stops_the_checkpointer_for_good(setup: Any) -> None:
+    wal = setup(0.01, journal="delete")
+    checkpointer = wal.checkpointer
+    wal.write(wal.lock, rows=1)
+    assert wait_for(lambda: checkpointer.disabled)
+    assert checkpointer.last == (0, -1, -1)
+    thread = checkpointer._thread
+    assert thread is not None
+    thread.join(5)
+    assert not thread.is_alive()
+    wal.write(wal.lock, rows=1)
+    assert checkpointer._thread is thread and not thread.is_alive()  # no new thread
+    assert checkpointer.checkpoints == 1
+
+
+def test_a_failing_checkpoint_is_logged_and_leaves_writes_alone(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    checkpointer = WalCheckpointer(str(tmp_path / "no-such-folder" / "db.sqlite3"), 0.01)
+    with caplog.at_level(logging.WARNING, logger="mcp_common.checkpoint"):
+        checkpointer.wrote()
+        assert wait_for(lambda: checkpointer.disabled)
+        thread = checkpointer._thread
+        assert thread is not None
+        thread.join(5)
+    assert not thread.is_alive()
+    assert any("Background checkpoints of" in r.getMessage() for r in caplog.records), caplog.text
+    checkpointer.wrote()  # a no-op from now on
+    assert checkpointer._thread is thread
+
+
+@pytest.mark.parametrize("interval", [0, -1, float("nan")])
+def test_an_interval_must_be_positive(interval: float) -> None:
+    with pytest.raises(ValueError, match="interval"):
+        WalCheckpointer("db.sqlite3", interval)
+
+
+def _write_in_child(database: str, lock: SQLiteWriteLock, results: Any) -> None:
+    checkpointer = lock.checkpointer
+    assert checkpointer is not None
+    write = Writer(database)
+    before = os.path.getsize(database)
+    write(lock)
+    grew = wait_for(lambda: os.path.getsize(database) >= before + ROWS * PAGE)
+    thread = checkpointer._thread
+    results.put((grew, thread is not None and thread.is_alive(), checkpointer.last))
+    checkpointer.stop()
+    write.connection.close()
+
+
+@pytest.mark.filterwarnings("ignore:.*multi-threaded.*fork:DeprecationWarning")
+def test_a_forked_worker_checkpoints_with_a_thread_of_its_own(setup: Any) -> None:
+    """gunicorn ``--preload``: the store (and its lock) was made, and written through, before
+    the fork. The child inherits the parent's "a thread is running" but not the thread."""
+    wal = setup(0.01)
+    checkpointer = wal.checkpointer
+    wal.write(wal.lock, rows=1)
+    assert wait_for(lambda: checkpointer.checkpoints >= 1)
+    assert checkpointer._thread is not None and checkpointer._thread.is_alive()
+    results = fork.Queue()
+    child = fork.Process(target=_write_in_child, args=(wal.database, wal.lock, results))
+    child.start()
+    grew, alive, last = results.get(timeout=20)
+    child.join(10)
+    assert child.exitcode == 0
+    assert grew and alive, (grew, alive, last)
+    assert last is not None and last[0] == 0 and last[1] == last[2] >= ROWS
+
+
+def test_a_checkpoint_another_connection_runs_meanwhile_is_waited_out(setup: Any) -> None:
+    """SQLite answers ``(1, -1, -1)`` while another connection checkpoints: not a database out
+    of WAL mode, so the next write is checkpointed as usual."""
+    wal = setup(0.01)
+    checkpointer = wal.checkpointer
+    wal.write(wal.lock, rows=1)
+    reader = sqlite3.connect(wal.database, isolation_level=None, check_same_thread=False)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM t").fetchone()  # holds an old snapshot
+    wal.write(wal.lock, rows=1)
+    full = sqlite3.connect(wal.database, isolation_level=None, timeout=1, check_same_thread=False)
+    # A FULL checkpoint holds SQLite's checkpoint lock while it waits for the reader.
+    waiting = threading.Thread(target=lambda: full.execute("PRAGMA wal_checkpoint(FULL)").fetchone())
+    waiting.start()
+    try:
+        time.sleep(0.2)
+        wal.write(wal.lock, rows=1)
+        assert wait_for(lambda: checkpointer.last == (1, -1, -1), timeout=3), checkpointer.last
+    finally:
+        reader.execute("COMMIT")
+        reader.close()
+        waiting.join(10)
+        full.close()
+    assert not checkpointer.disabled
+    size = os.path.getsize(wal.database)
+    wal.write(wal.lock)
+    assert wait_for(lambda: os.path.getsize(wal.database) >= size + ROWS * PAGE)
+    assert checkpointer.last is not None and checkpointer.last[0] == 0
