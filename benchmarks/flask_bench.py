@@ -51,6 +51,8 @@ def create_app() -> Flask:
         MCP_REQUEST_TIMEOUT=float(os.environ.get("BENCH_REQUEST_TIMEOUT", "10")),
         MCP_WAIT_DETACH_SECONDS=float(os.environ.get("BENCH_WAIT_DETACH", "0.25")),
     )
+    if os.environ.get("BENCH_SQLITE_CHECKPOINT_INTERVAL"):  # 0: SQLite's checkpoints in commits
+        app.config["MCP_SQLITE_CHECKPOINT_INTERVAL"] = float(os.environ["BENCH_SQLITE_CHECKPOINT_INTERVAL"])
     for name in ("mcp_common", "mcp_flask"):
         logger = logging.getLogger(name)
         logger.setLevel(logging.WARNING)

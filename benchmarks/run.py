@@ -127,6 +127,7 @@ class TargetSpec:
 
 
 DJANGO_ENV = {"DJANGO_SETTINGS_MODULE": "benchmarks.django_bench.settings"}
+CHECKPOINTS_OFF = {"BENCH_SQLITE_CHECKPOINT_INTERVAL": "0"}
 TARGETS: dict[str, TargetSpec] = {
     spec.name: spec
     for spec in (
@@ -143,13 +144,28 @@ TARGETS: dict[str, TargetSpec] = {
         ),
         TargetSpec("flask-gunicorn", "flask", "gunicorn", "benchmarks.flask_bench:create_app()", True),
         TargetSpec("sdk-uvicorn", "sdk", "uvicorn", "benchmarks.sdk_app:app", False, sessions_in_memory=True),
+        # Only when named: SQLite's checkpoints in commits, as without MCP's checkpoint thread.
+        TargetSpec(
+            "django-gunicorn-ckpt-off",
+            "django",
+            "gunicorn",
+            "benchmarks.django_bench.wsgi:application",
+            True,
+            {**DJANGO_ENV, **CHECKPOINTS_OFF},
+        ),
+        TargetSpec(
+            "flask-gunicorn-ckpt-off", "flask", "gunicorn", "benchmarks.flask_bench:create_app()", True, CHECKPOINTS_OFF
+        ),
     )
 }
+DEFAULT_TARGETS = ["django-gunicorn", "django-uvicorn", "flask-gunicorn", "sdk-uvicorn"]
 BARE_OF = {
     "django-gunicorn": "django-gunicorn",
     "django-uvicorn": "django-uvicorn",
     "flask-gunicorn": "flask-gunicorn",
     "sdk-uvicorn": "django-gunicorn",
+    "django-gunicorn-ckpt-off": "django-gunicorn-ckpt-off",
+    "flask-gunicorn-ckpt-off": "flask-gunicorn-ckpt-off",
 }
 """Whose ``/bare`` each target is compared with: its own process's (Django under uvicorn: an
 async view, what Django's ASGI handler costs by itself); the SDK: Django's under gunicorn."""
@@ -578,7 +594,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             parser.error(f"unknown: {', '.join(map(str, bad))} (choose from {', '.join(allowed)})")
         return items
 
-    args.target_list = listed(args.targets, TARGETS, list(TARGETS))
+    args.target_list = listed(args.targets, TARGETS, DEFAULT_TARGETS)
     args.workload_list = listed(args.workloads, WORKLOADS, list(WORKLOADS))
     args.concurrency_list = listed(args.concurrency, None, [1, 8, 32] if args.full else [8], int)
     args.workers_list = listed(args.workers, None, [1, 2] if args.full else [1], int)

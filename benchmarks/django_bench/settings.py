@@ -7,6 +7,10 @@ import tempfile
 from pathlib import Path
 
 DATA_DIR = Path(os.environ.get("BENCH_DATA_DIR") or tempfile.gettempdir())
+# MCP["SQLITE_CHECKPOINT_INTERVAL"] (unset: MCP's default), 0 to compare with SQLite's
+# checkpoints in commits.
+CHECKPOINT_INTERVAL = os.environ.get("BENCH_SQLITE_CHECKPOINT_INTERVAL")
+CHECKPOINTS_OFF = CHECKPOINT_INTERVAL is not None and float(CHECKPOINT_INTERVAL) == 0
 
 SECRET_KEY = "benchmark-secret-key-not-for-production-0123456789-abcdefghijklmnopqrstuvwxyz"
 DEBUG = False
@@ -32,7 +36,10 @@ DATABASES = {
             "transaction_mode": "IMMEDIATE",
             # WAL: readers never wait for the writer, and a commit is an append, not a journal
             # file created, synced and deleted (the SQLite setting Django's docs recommend).
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            # With MCP's checkpoint thread on (the default), commits leave checkpoints to it
+            # (README: "SQLite's checkpoints").
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+            + ("" if CHECKPOINTS_OFF else " PRAGMA wal_autocheckpoint=10000;"),
         },
     }
 }
@@ -56,6 +63,8 @@ MCP = {
     "REQUEST_TIMEOUT": float(os.environ.get("BENCH_REQUEST_TIMEOUT", "10")),
     "WAIT_DETACH_SECONDS": float(os.environ.get("BENCH_WAIT_DETACH", "0.25")),
 }
+if CHECKPOINT_INTERVAL is not None:
+    MCP["SQLITE_CHECKPOINT_INTERVAL"] = float(CHECKPOINT_INTERVAL)
 
 LOGGING = {
     "version": 1,
