@@ -9,7 +9,6 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -18,6 +17,7 @@ import pytest
 
 from mcp_common.checkpoint import BUSY_RETRIES, WalCheckpointer
 from mcp_common.store import SQLiteWriteLock
+from tests.core.test_elicitation import wait_for
 
 fork = multiprocessing.get_context("fork")
 PAGE = 4096
@@ -49,15 +49,6 @@ class Writer:
             self.connection.execute("BEGIN IMMEDIATE")
             self.connection.executemany("INSERT INTO t VALUES (?)", [(os.urandom(PAGE),) for _ in range(rows)])
             self.connection.execute("COMMIT")
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
 
 
 def copied_all(checkpointer: WalCheckpointer) -> bool:
